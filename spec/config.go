@@ -1,0 +1,149 @@
+package spec
+
+import (
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Config is a loaded, fully validated rpd configuration: every *.hcl file of
+// one directory (or one file), with variables resolved, defaults applied and
+// every object in deterministic (name) order.
+//
+// A Config is immutable once returned by the loader: callers must treat every
+// field, slice and map reachable from it as read-only.
+type Config struct {
+	// Stack namespaces everything rpd creates (queue names, tags, state keys).
+	Stack string
+	// Listen is the daemon API address (default "127.0.0.1:7070").
+	Listen string
+	// Token is the daemon's bearer token from the configuration, if any.
+	Token string
+	// Backend says where live state lives.
+	Backend Backend
+
+	// Each slice is sorted by Name.
+	RunnerClasses []RunnerClass
+	Budgets       []Budget
+	VMCeilings    []VMCeiling
+	Pools         []Pool // always contains DefaultPoolName
+	Priorities    []Priority
+
+	// Files lists the source files the configuration was loaded from, sorted.
+	Files []string
+}
+
+// DefaultPoolName is the pool that exists even when not declared (seed 004).
+const DefaultPoolName = "default_pool"
+
+// Backend is the rpd block's backend "TYPE" { ... } block.
+type Backend struct {
+	Type string // "local" (default) or "aws"
+
+	// local
+	Path string // SQLite file, default ".rpd/state.db", relative to the working directory
+
+	// aws: everything else comes from the AWS SDK's config chain.
+	Region  string
+	Profile string
+	// TablePrefix prefixes the DynamoDB tables rpd creates (default "rpd-<stack>").
+	TablePrefix string
+
+	DeclRange hcl.Range
+}
+
+// RunnerClass is a runner_class "NAME" block: one SQS queue of idle runners.
+type RunnerClass struct {
+	Name          string
+	CPU           int      // vCPUs a message of this class must carry
+	Mem           uint64   // bytes a message of this class must carry
+	InstanceTypes []string // glob patterns (path.Match syntax), validated
+	Queue         QueueSpec
+	Pickup        PickupSpec
+	// AllowDestroy lets apply/watch delete the class's queue even when it
+	// still holds idle runners.
+	AllowDestroy bool
+
+	DeclRange hcl.Range
+}
+
+// QueueSpec is a runner class's nested queue block.
+type QueueSpec struct {
+	Name              string        // default "<stack>-rp-<class>"
+	VisibilityTimeout time.Duration // default 30s, SQS range 0..12h
+	Retention         time.Duration // default 4 days (SQS default), SQS range 60s..14d
+	Delay             time.Duration // default 0, SQS range 0..15m
+}
+
+// Pickup modes.
+const (
+	PickupModeLease  = "lease"
+	PickupModeDelete = "delete"
+)
+
+// PickupSpec is a runner class's nested pickup block.
+type PickupSpec struct {
+	RequeueDelay    time.Duration // default 3s (seed), 0..15m
+	LocalExhaustion int           // default 5 (seed), >= 1
+	Mode            string        // PickupModeLease (default) or PickupModeDelete
+}
+
+// Budget is a budget "NAME" block (seed 002).
+type Budget struct {
+	Name       string
+	ScanRing   uint64 // bytes, default 256 MiB, > 0
+	DeltaCache uint64 // bytes, default 512 MiB, > 0
+	// SpillSlots is nil for unlimited; otherwise > 0 (default 16).
+	SpillSlots *int
+
+	DeclRange hcl.Range
+}
+
+// Grant modes of a VM ceiling.
+const (
+	GrantNextUsage = "next_usage"
+	GrantImmediate = "immediate"
+)
+
+// VMCeiling is a vm_ceiling "NAME" block (seed 003).
+type VMCeiling struct {
+	Name         string
+	Max          int           // > 0
+	ClaimTTL     time.Duration // default 2m
+	PollInterval time.Duration // default 5s
+	StaleAfter   time.Duration // default 30s, must be >= PollInterval
+	Grant        string        // GrantNextUsage (default) or GrantImmediate
+	// Usage is nil when the figure is pushed by an operator (PUT .../usage).
+	Usage *UsageSource
+
+	DeclRange hcl.Range
+}
+
+// UsageSource is a vm_ceiling's nested usage "TYPE" block. Only "http" exists in v1.
+type UsageSource struct {
+	Type    string // "http"
+	URL     string
+	Field   string        // JSON field (dot path) holding the active count, default "active"
+	Timeout time.Duration // default 5s
+}
+
+// Pool is a pool "NAME" block (seed 004).
+type Pool struct {
+	Name        string
+	Slots       int // > 0; default_pool defaults to 16
+	Description string
+	LeaseTTL    time.Duration // 0 = leases never expire
+	MaxQueued   int           // 0 = unbounded
+	// AllowDestroy lets apply/watch delete the pool even while slots are held.
+	AllowDestroy bool
+
+	DeclRange hcl.Range // zero for an undeclared default_pool
+}
+
+// Priority is a priority "NAME" block: a named weight clients may ask for.
+type Priority struct {
+	Name   string
+	Weight int
+
+	DeclRange hcl.Range
+}
