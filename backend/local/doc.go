@@ -1,0 +1,16 @@
+// Package local is rpd's default backend: one SQLite file (modernc.org/sqlite,
+// pure Go, WAL mode), no server. It implements the queues with SQS semantics
+// (pickup.Queue and reconcile.QueueAdmin), the instance table with atomic
+// conditional transitions (pickup.InstanceTable), the stack's versioned state
+// document and lock (reconcile.StateStore, reconcile.Locker) and the
+// persistence of pool leases (pools.Store).
+//
+// Several processes may use the same file at once (the CLI and a daemon):
+// every write is one short BEGIN IMMEDIATE transaction or a single
+// conditional statement, so SQLite's file lock serialises them, and a busy
+// file is waited for (busy_timeout) rather than failed.
+//
+// Start reading at Open (local.go), then queue.go for the message semantics
+// and instances.go for Transition. It is not a general-purpose SQS or
+// DynamoDB emulator: only what rpd's interfaces need is there.
+package local
