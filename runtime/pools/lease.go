@@ -1,0 +1,193 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is a grant of Slots slots in one pool, held until Release, until the
+// pool's Manager.Release for its task, or, with a TTL, until it expires for
+// want of Heartbeat. Its methods are safe for concurrent use.
+type Lease struct {
+	p        *pool
+	taskID   string
+	priority int
+	slots    int
+	seq      uint64
+	ttl      time.Duration
+
+	// Guarded by p.mu.
+	index     int // in p.holders; -1 when not held
+	expired   bool
+	id        string
+	grantedAt time.Time // set only with a TTL or a Store
+	expiresAt time.Time // zero without a TTL
+	timer     Timer     // expiry, with a TTL
+
+	// storeMu orders this lease's store writes, so a heartbeat's PutLease
+	// cannot land after the release's DeleteLease and resurrect the record.
+	storeMu sync.Mutex
+}
+
+// Pool is the name of the lease's pool.
+func (l *Lease) Pool() string { return l.p.name }
+
+// TaskID is the task the lease was granted to (may be empty).
+func (l *Lease) TaskID() string { return l.taskID }
+
+// Priority is the priority the lease was requested with.
+func (l *Lease) Priority() int { return l.priority }
+
+// Slots is the number of slots the lease holds.
+func (l *Lease) Slots() int { return l.slots }
+
+// TTL is the lease's time to live; 0 means it never expires.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// ID is the lease's durable identifier, "<pool>/<manager>-<n>", stable
+// across Restore; Manager.Lease finds a held lease by it. Without a Store the
+// ID is made on the first call, which keeps it off the acquire path.
+func (l *Lease) ID() string {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.id == "" {
+		l.p.assignIDLocked(l)
+	}
+	return l.id
+}
+
+// ExpiresAt is when the lease expires unless heartbeated; zero without a TTL.
+func (l *Lease) ExpiresAt() time.Time {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.expiresAt
+}
+
+// Held reports whether the lease still holds its slots.
+func (l *Lease) Held() bool {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	return l.index >= 0
+}
+
+// Release returns the lease's slots to the pool and grants waiting requests
+// that now fit. Releasing again, or after expiry, does nothing and returns
+// nil. With a Store, the record is deleted after the slots are freed (bounded
+// by Options.StoreTimeout); a failure of that delete is returned wrapping
+// ErrStore, the slots stay freed, and the stale record is dropped by its TTL
+// or counted again by a later Restore.
+func (l *Lease) Release() error {
+	p := l.p
+	p.mu.Lock()
+	if l.index < 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	p.dropLocked(l)
+	p.stats.Released++
+	if len(p.waiters) > 0 {
+		p.grantLocked()
+	}
+	p.mu.Unlock()
+	if p.m.store != nil {
+		return p.m.unpersist(l)
+	}
+	return nil
+}
+
+// Heartbeat extends a lease with a TTL to now+TTL; without a TTL it only
+// confirms the lease is held. It fails with ErrLeaseExpired once the TTL has
+// elapsed (the slots are gone: acquire again) and ErrLeaseReleased after a
+// release. With a Store the new expiry is written with ctx; if that fails the
+// error wraps ErrStore and the in-memory extension stands.
+func (l *Lease) Heartbeat(ctx context.Context) error {
+	p := l.p
+	p.mu.Lock()
+	if l.index < 0 {
+		expired := l.expired
+		p.mu.Unlock()
+		if expired {
+			return fmt.Errorf("pools: lease for task %q in pool %q: %w (acquire again)", l.taskID, p.name, ErrLeaseExpired)
+		}
+		return fmt.Errorf("pools: lease for task %q in pool %q: %w", l.taskID, p.name, ErrLeaseReleased)
+	}
+	if l.ttl > 0 {
+		l.expiresAt = p.m.clock.Now().Add(l.ttl)
+		l.timer.Reset(l.ttl)
+	}
+	p.mu.Unlock()
+	if p.m.store != nil {
+		if err := p.m.persist(ctx, l); err != nil {
+			return fmt.Errorf("pools: recording heartbeat of lease %q: %w: %w", l.id, ErrStore, err)
+		}
+	}
+	return nil
+}
+
+// armExpiryLocked starts the expiry timer for l.expiresAt.
+func (l *Lease) armExpiryLocked() {
+	l.timer = l.p.m.clock.AfterFunc(l.expiresAt.Sub(l.p.m.clock.Now()), l.expire)
+}
+
+// expire runs on the expiry timer. A heartbeat that raced the timer moved
+// expiresAt forward, so the check against the clock makes a stale firing
+// harmless.
+func (l *Lease) expire() {
+	p := l.p
+	p.mu.Lock()
+	if l.index < 0 || p.m.clock.Now().Before(l.expiresAt) {
+		p.mu.Unlock()
+		return
+	}
+	p.dropLocked(l)
+	l.expired = true
+	p.stats.Expired++
+	p.grantLocked()
+	p.mu.Unlock()
+	p.m.log.Warn("pools: lease expired without heartbeat; slots returned", "pool", p.name, "task", l.taskID, "slots", l.slots, "lease", l.id)
+	if p.m.store != nil {
+		if err := p.m.unpersist(l); err != nil {
+			p.m.log.Error("pools: deleting expired lease record", "lease", l.id, "err", err)
+		}
+	}
+}
+
+func (l *Lease) recordLocked() LeaseRecord {
+	return LeaseRecord{
+		LeaseID:   l.id,
+		Pool:      l.p.name,
+		TaskID:    l.taskID,
+		Priority:  l.priority,
+		Slots:     l.slots,
+		GrantedAt: l.grantedAt,
+		ExpiresAt: l.expiresAt,
+	}
+}
+
+// persist writes l's record if l is still held.
+func (m *Manager) persist(ctx context.Context, l *Lease) error {
+	l.storeMu.Lock()
+	defer l.storeMu.Unlock()
+	l.p.mu.Lock()
+	if l.index < 0 {
+		l.p.mu.Unlock()
+		return nil
+	}
+	rec := l.recordLocked()
+	l.p.mu.Unlock()
+	return m.store.PutLease(ctx, rec)
+}
+
+// unpersist deletes l's record; l is no longer held, so l.id is fixed.
+func (m *Manager) unpersist(l *Lease) error {
+	l.storeMu.Lock()
+	defer l.storeMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
+	defer cancel()
+	if err := m.store.DeleteLease(ctx, l.id); err != nil {
+		return fmt.Errorf("pools: deleting record of lease %q: %w: %w", l.id, ErrStore, err)
+	}
+	return nil
+}
