@@ -1,0 +1,291 @@
+package api
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxBodyBytes is the largest request body the daemon reads; a larger one is
+// refused with 413 and CodeBodyTooLarge.
+const MaxBodyBytes = 1 << 20
+
+// MaxWaitSeconds caps every wait_seconds: a long-poll never holds a request
+// longer, so the server's write timeout can stay bounded.
+const MaxWaitSeconds = 300
+
+// DefaultTTLSeconds is the lease TTL of a remote grant whose request gives
+// no ttl_seconds (and whose pool declares no lease_ttl).
+const DefaultTTLSeconds = 60
+
+// Error codes carried in ErrorBody.Error.Code, each with the HTTP status the
+// daemon sends it with.
+const (
+	CodeBadRequest       = "bad_request"        // 400: malformed JSON, unknown field, value out of range
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: unknown pool, budget, ceiling, class, lease, route
+	CodeExhausted        = "exhausted"          // 404: pickup found no instance (Kind says global or local)
+	CodeMethodNotAllowed = "method_not_allowed" // 405
+	CodeTimeout          = "timeout"            // 408: wait_seconds elapsed before a grant
+	CodeUnavailable      = "unavailable"        // 409: not available now (wait_seconds 0, or can never fit, or stale usage)
+	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
+	CodeQueueFull        = "queue_full"         // 429: the pool's max_queued waiters are already waiting
+	CodeInternal         = "internal"           // 500: backend failure; retry later
+	CodeNotReady         = "not_ready"          // 503: no configuration loaded or backend unreachable
+)
+
+// Exhaustion kinds of a CodeExhausted error.
+const (
+	ExhaustedGlobal = "global" // the class queue is empty
+	ExhaustedLocal  = "local"  // the same instance was seen too often for this request
+)
+
+// ErrorBody is the body of every non-2xx response: {"error":{...}}.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error is one API error. It implements error so the client can return it
+// as is; Status is filled in by the client from the HTTP status line and is
+// not part of the JSON.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Kind    string `json:"kind,omitempty"` // CodeExhausted only
+	Status  int    `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Kind != "" {
+		return fmt.Sprintf("rpd: %s (%s, HTTP %d): %s", e.Code, e.Kind, e.Status, e.Message)
+	}
+	return fmt.Sprintf("rpd: %s (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// Lease kinds.
+const (
+	KindPool   = "pool"   // slots of a named pool
+	KindPermit = "permit" // a budget permit
+)
+
+// AcquireRequest is the body of POST /v1/pools/{name}/acquire.
+type AcquireRequest struct {
+	// TaskID names the holder; the daemon generates one when empty.
+	TaskID string `json:"task_id,omitempty"`
+	// Priority is the request's weight (higher is served first); at most
+	// one of Priority and PriorityName may be set. Default 0.
+	Priority *int `json:"priority,omitempty"`
+	// PriorityName names a declared priority block.
+	PriorityName string `json:"priority_name,omitempty"`
+	// Slots to take, default 1.
+	Slots int `json:"slots,omitempty"`
+	// WaitSeconds bounds the long-poll: 0 answers at once (409 when no
+	// slot is free), up to MaxWaitSeconds.
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	// TTLSeconds is the lease's TTL; default the pool's lease_ttl, else
+	// DefaultTTLSeconds.
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+}
+
+// Lease is a granted remote lease: pool slots or a budget permit. Extend it
+// with POST /v1/leases/{id}/heartbeat before ExpiresAt or lose it.
+type Lease struct {
+	LeaseID    string    `json:"lease_id"`
+	Kind       string    `json:"kind"`
+	Pool       string    `json:"pool,omitempty"`
+	Budget     string    `json:"budget,omitempty"`
+	TaskID     string    `json:"task_id,omitempty"`
+	Priority   int       `json:"priority"`
+	Slots      int       `json:"slots,omitempty"`
+	TTLSeconds float64   `json:"ttl_seconds"`
+	GrantedAt  time.Time `json:"granted_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	// Budget permits only.
+	ScanRingBytes   uint64 `json:"scan_ring_bytes,omitempty"`
+	DeltaCacheBytes uint64 `json:"delta_cache_bytes,omitempty"`
+	Spill           bool   `json:"spill,omitempty"`
+}
+
+// HeartbeatRequest is the optional body of POST /v1/leases/{id}/heartbeat.
+type HeartbeatRequest struct {
+	// TTLSeconds replaces the lease's TTL from now on; 0 keeps it.
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+}
+
+// PoolStatus is one pool in GET /v1/pools and GET /v1/pools/{name}.
+type PoolStatus struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Total       int    `json:"total"`
+	Used        int    `json:"used"`
+	Available   int    `json:"available"`
+	Queued      int    `json:"queued"`
+	// Retained is true for a pool removed from the configuration but kept
+	// because slots are still held; it is removed once idle.
+	Retained bool `json:"retained,omitempty"`
+}
+
+// PoolList is the body of GET /v1/pools.
+type PoolList struct {
+	Pools []PoolStatus `json:"pools"`
+}
+
+// PermitRequest is the body of POST /v1/budgets/{name}/permits.
+type PermitRequest struct {
+	ScanRingBytes   uint64  `json:"scan_ring_bytes"`
+	DeltaCacheBytes uint64  `json:"delta_cache_bytes"`
+	Spill           bool    `json:"spill,omitempty"`
+	WaitSeconds     float64 `json:"wait_seconds,omitempty"`
+	TTLSeconds      float64 `json:"ttl_seconds,omitempty"`
+}
+
+// Resource is one budgeted resource's figures.
+type Resource struct {
+	Total     uint64 `json:"total"`
+	Available uint64 `json:"available"`
+}
+
+// SpillSlots are a budget's spill slots; Unlimited budgets report no figures.
+type SpillSlots struct {
+	Unlimited bool `json:"unlimited"`
+	Total     int  `json:"total"`
+	Available int  `json:"available"`
+}
+
+// BudgetStatus is the body of GET /v1/budgets/{name}.
+type BudgetStatus struct {
+	Name       string     `json:"name"`
+	ScanRing   Resource   `json:"scan_ring_bytes"`
+	DeltaCache Resource   `json:"delta_cache_bytes"`
+	SpillSlots SpillSlots `json:"spill_slots"`
+	Queued     int        `json:"queued"`
+	Permits    int        `json:"permits"`
+	Retained   bool       `json:"retained,omitempty"`
+}
+
+// BudgetList is the body of GET /v1/budgets.
+type BudgetList struct {
+	Budgets []BudgetStatus `json:"budgets"`
+}
+
+// ClaimRequest is the body of POST /v1/ceilings/{name}/claims.
+type ClaimRequest struct {
+	WorkerID    string  `json:"worker_id"`
+	Count       int     `json:"count,omitempty"` // default 1
+	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+}
+
+// Claim is a granted VM-ceiling claim. It counts against the ceiling until
+// it is confirmed (and a later usage figure shows the VM), cancelled with
+// DELETE, or ExpiresAt (the ceiling's claim_ttl) passes.
+type Claim struct {
+	ClaimID   string    `json:"claim_id"`
+	Ceiling   string    `json:"ceiling"`
+	WorkerID  string    `json:"worker_id"`
+	Count     int       `json:"count"`
+	Confirmed bool      `json:"confirmed"`
+	GrantedAt time.Time `json:"granted_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// UsageRequest is the body of PUT /v1/ceilings/{name}/usage: the provider's
+// active VM count, pushed by an operator or a script.
+type UsageRequest struct {
+	Active *int `json:"active"`
+}
+
+// CeilingStatus is the body of GET /v1/ceilings/{name}.
+type CeilingStatus struct {
+	Name           string     `json:"name"`
+	Max            int        `json:"max"`
+	ProviderActive int        `json:"provider_active"`
+	LocalClaims    int        `json:"local_claims"`
+	Effective      int        `json:"effective"`
+	Available      int        `json:"available"`
+	Queued         int        `json:"queued"`
+	LastUsageAt    *time.Time `json:"last_usage_at,omitempty"`
+	Stale          bool       `json:"stale"`
+	LastError      string     `json:"last_error,omitempty"`
+	Retained       bool       `json:"retained,omitempty"`
+}
+
+// CeilingList is the body of GET /v1/ceilings.
+type CeilingList struct {
+	Ceilings []CeilingStatus `json:"ceilings"`
+}
+
+// PickupRequest is the body of POST /v1/classes/{class}/pickup.
+type PickupRequest struct {
+	// WorkerID becomes the claimed instance's owner; generated when empty.
+	WorkerID      string   `json:"worker_id,omitempty"`
+	UsageClass    string   `json:"usage_class,omitempty"` // "spot" | "on-demand" | "" (any)
+	InstanceTypes []string `json:"instance_types,omitempty"`
+	MinCPU        int      `json:"min_cpu,omitempty"`
+	MinMem        int      `json:"min_mem,omitempty"` // MiB
+	ResourceClass string   `json:"resource_class,omitempty"`
+}
+
+// Instance is a runner instance: the answer of a pickup, the body of an
+// offer.
+type Instance struct {
+	InstanceID    string    `json:"instance_id"`
+	Class         string    `json:"class,omitempty"`
+	State         string    `json:"state,omitempty"`
+	Owner         string    `json:"owner,omitempty"`
+	UsageClass    string    `json:"usage_class"`
+	InstanceType  string    `json:"instance_type"`
+	CPU           int       `json:"cpu"`
+	Mem           int       `json:"mem"` // MiB
+	ResourceClass string    `json:"resource_class,omitempty"`
+	Threshold     time.Time `json:"threshold"`
+}
+
+// ReleaseInstanceRequest is the optional body of POST /v1/instances/{id}/release.
+type ReleaseInstanceRequest struct {
+	// Owner must match the claimant when set.
+	Owner string `json:"owner,omitempty"`
+	// Retire removes the instance from service instead of re-offering it.
+	Retire bool `json:"retire,omitempty"`
+}
+
+// ClassStatus is one runner class in status.
+type ClassStatus struct {
+	Name     string           `json:"name"`
+	Queue    string           `json:"queue"`
+	Mode     string           `json:"mode"`
+	Outcomes map[string]int64 `json:"outcomes,omitempty"`
+}
+
+// ReloadResult is the outcome of one reload attempt.
+type ReloadResult struct {
+	OK bool      `json:"ok"`
+	At time.Time `json:"at"`
+	// Error is the reason a rejected configuration was rejected; each
+	// diagnostic is prefixed by file:line:column.
+	Error string `json:"error,omitempty"`
+	// Changed reports whether the reload changed anything.
+	Changed bool `json:"changed"`
+	// ConfigVersion is the version active after the attempt.
+	ConfigVersion int64   `json:"config_version"`
+	DurationMS    float64 `json:"duration_ms"`
+}
+
+// Status is the body of GET /v1/status.
+type Status struct {
+	Mode          string       `json:"mode"` // "watch" | "serve"
+	Stack         string       `json:"stack"`
+	ConfigVersion int64        `json:"config_version"`
+	ConfigHash    string       `json:"config_hash"`
+	LastReload    ReloadResult `json:"last_reload"`
+	StartedAt     time.Time    `json:"started_at"`
+	Components    Components   `json:"components"`
+}
+
+// Components is every runtime component the daemon serves.
+type Components struct {
+	Pools    []PoolStatus    `json:"pools"`
+	Budgets  []BudgetStatus  `json:"budgets"`
+	Ceilings []CeilingStatus `json:"ceilings"`
+	Classes  []ClassStatus   `json:"classes"`
+	// Priorities maps each declared priority name to its weight.
+	Priorities map[string]int `json:"priorities"`
+}
