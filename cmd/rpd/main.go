@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/mattn/go-isatty"
+)
+
+// command is one subcommand. run receives the arguments after the command
+// name and returns the process exit code; it must print its usage and
+// return 0 when given -h (newFlagSet and parseFlags do that), because
+// "rpd help" collects every command's flags that way.
+type command struct {
+	name     string
+	synopsis string
+	run      func(ctx context.Context, e *env, args []string) int
+}
+
+// commands is the command table, in the order "rpd help" lists them. Adding
+// a command is one entry here plus a file with its run function.
+var commands = []command{
+	{"validate", "Check whether the configuration is valid", runValidate},
+	{"fmt", "Rewrite configuration files to the canonical format", runFmt},
+	{"version", "Show the rpd version", runVersion},
+}
+
+// env is everything a command may touch of the outside world, so tests can
+// run commands in-process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// environ is the process environment as "K=V" (os.Environ()).
+	environ []string
+	// isTerminal reports whether w is a terminal (colour, wrapping).
+	isTerminal func(w io.Writer) bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := runEnv(ctx, &env{
+		stdin:      os.Stdin,
+		stdout:     os.Stdout,
+		stderr:     os.Stderr,
+		environ:    os.Environ(),
+		isTerminal: fileIsTerminal,
+	}, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run runs the rpd command line args (without the program name) with the
+// given output streams, an empty environment and no terminal, and returns the
+// exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	return runEnv(context.Background(), &env{
+		stdin:      strings.NewReader(""),
+		stdout:     stdout,
+		stderr:     stderr,
+		isTerminal: func(io.Writer) bool { return false },
+	}, args)
+}
+
+// runEnv dispatches args to a command.
+func runEnv(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		printHelp(ctx, e, e.stderr, false)
+		return 1
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(ctx, e, rest)
+	case "-v", "-version", "--version":
+		return runVersion(ctx, e, nil)
+	}
+	if c, ok := lookup(name); ok {
+		return c.run(ctx, e, rest)
+	}
+	fmt.Fprintf(e.stderr, "rpd: unknown command %q. Run \"rpd help\" for the list of commands.\n", name)
+	if s := suggest(name); s != "" {
+		fmt.Fprintf(e.stderr, "Did you mean %q?\n", s)
+	}
+	return 1
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// suggest returns the command whose name shares the longest prefix with
+// name (at least two characters), or "".
+func suggest(name string) string {
+	best, bestLen := "", 1
+	names := make([]string, 0, len(commands))
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l := 0
+		for l < len(n) && l < len(name) && n[l] == name[l] {
+			l++
+		}
+		if l > bestLen {
+			best, bestLen = n, l
+		}
+	}
+	return best
+}
+
+func fileIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd()))
+}
+
+// getenv looks name up in e.environ.
+func (e *env) getenv(name string) (string, bool) {
+	for i := len(e.environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(e.environ[i], "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// color reports whether output to w may be coloured: w is a terminal,
+// NO_COLOR is unset and the command was not given -no-color.
+func (e *env) color(w io.Writer, noColor bool) bool {
+	if noColor {
+		return false
+	}
+	if _, ok := e.getenv("NO_COLOR"); ok {
+		return false
+	}
+	return e.isTerminal != nil && e.isTerminal(w)
+}
+
+// newFlagSet returns the flag set of a command. usage is the rest of the
+// usage line after "rpd NAME" (such as "[options] [DIR|FILE]") and help the
+// paragraphs printed under it.
+func newFlagSet(name, usage, help string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage: rpd %s %s\n\n", name, usage)
+		fmt.Fprintf(w, "%s\n", indent(strings.TrimSpace(help), "  "))
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintf(w, "\nOptions:\n\n")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args into fs. When it returns ok=false the command must
+// return code at once: 0 after -h (usage printed on stdout), 1 after a bad
+// flag (error and usage on stderr).
+func parseFlags(e *env, fs *flag.FlagSet, args []string) (code int, ok bool) {
+	err := fs.Parse(args)
+	if err == nil {
+		return 0, true
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(e.stdout)
+		fs.Usage()
+		return 0, false
+	}
+	fmt.Fprintf(e.stderr, "rpd %s: %v\n\n", fs.Name(), err)
+	fs.SetOutput(e.stderr)
+	fs.Usage()
+	return 1, false
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
