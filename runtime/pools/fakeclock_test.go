@@ -17,8 +17,9 @@ type fakeClock struct {
 type fakeTimer struct {
 	c    *fakeClock
 	when time.Time
-	f    func()
-	live bool
+	f      func()
+	live   bool
+	queued bool // present in c.timers
 }
 
 func newFakeClock() *fakeClock {
@@ -34,7 +35,7 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, when: c.now.Add(d), f: f, live: true}
+	t := &fakeTimer{c: c, when: c.now.Add(d), f: f, live: true, queued: true}
 	c.timers = append(c.timers, t)
 	return t
 }
@@ -53,7 +54,8 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	was := t.live
 	t.live = true
 	t.when = t.c.now.Add(d)
-	if !was {
+	if !t.queued {
+		t.queued = true
 		t.c.timers = append(t.c.timers, t)
 	}
 	return was
@@ -70,6 +72,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 		for _, t := range c.timers {
 			if t.live {
 				live = append(live, t)
+			} else {
+				t.queued = false
 			}
 		}
 		c.timers = live
@@ -81,6 +85,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 		}
 		t := c.timers[0]
 		t.live = false
+		t.queued = false
 		c.timers = c.timers[1:]
 		if t.when.After(c.now) {
 			c.now = t.when
