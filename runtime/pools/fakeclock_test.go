@@ -15,8 +15,8 @@ type fakeClock struct {
 }
 
 type fakeTimer struct {
-	c    *fakeClock
-	when time.Time
+	c      *fakeClock
+	when   time.Time
 	f      func()
 	live   bool
 	queued bool // present in c.timers
