@@ -131,3 +131,7 @@ func ValidateBatch(handles []string) error {
 	}
 	return nil
 }
+
+// ErrTableMissing: a DynamoDB table the aws backend needs does not exist.
+// Planning never creates tables; `rpd apply` (aws.Backend.EnsureTables) does.
+var ErrTableMissing = errors.New("backend table does not exist; run `rpd apply` to create the backend tables")

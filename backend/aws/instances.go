@@ -1,0 +1,254 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/rpdhq/rpd/runtime/pickup"
+)
+
+// InstanceTable is the instance table on DynamoDB (<prefix>-instances).
+// List is a consistent Scan filtered on class and state: fine for the few
+// thousand instances of a stack, and it keeps the table to one key.
+type InstanceTable struct {
+	b *Backend
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNanos(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, v).UTC()
+}
+
+// instanceItem is the item form of a record. An empty owner is left out,
+// so the item never holds an empty string.
+func instanceItem(in pickup.Instance) map[string]types.AttributeValue {
+	item := map[string]types.AttributeValue{
+		"instanceId": s(in.ID),
+		"class":      s(in.Class),
+		"state":      s(string(in.State)),
+		"cpu":        n(int64(in.CPU)),
+		"memMiB":     n(int64(in.MemMiB)),
+		"threshold":  n(unixNanos(in.Threshold)),
+		"updatedAt":  n(unixNanos(in.UpdatedAt)),
+	}
+	for k, v := range map[string]string{"owner": in.Owner, "usageClass": in.UsageClass, "instanceType": in.InstanceType, "resourceClass": in.ResourceClass} {
+		if v != "" {
+			item[k] = s(v)
+		}
+	}
+	return item
+}
+
+// itemReader reads typed attributes of an item, remembering the first
+// malformed one.
+type itemReader struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (r *itemReader) str(k string) string {
+	switch v := r.item[k].(type) {
+	case nil:
+		return ""
+	case *types.AttributeValueMemberS:
+		return v.Value
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("attribute %s is %T, not a string", k, v)
+		}
+		return ""
+	}
+}
+
+func (r *itemReader) num(k string) int64 {
+	switch v := r.item[k].(type) {
+	case nil:
+		return 0
+	case *types.AttributeValueMemberN:
+		x, err := strconv.ParseInt(v.Value, 10, 64)
+		if err != nil && r.err == nil {
+			r.err = fmt.Errorf("attribute %s is %q, not an integer", k, v.Value)
+		}
+		return x
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("attribute %s is %T, not a number", k, v)
+		}
+		return 0
+	}
+}
+
+func (r *itemReader) bytes(k string) []byte {
+	switch v := r.item[k].(type) {
+	case nil:
+		return nil
+	case *types.AttributeValueMemberB:
+		return v.Value
+	default:
+		if r.err == nil {
+			r.err = fmt.Errorf("attribute %s is %T, not binary", k, v)
+		}
+		return nil
+	}
+}
+
+func parseInstance(item map[string]types.AttributeValue) (pickup.Instance, error) {
+	r := itemReader{item: item}
+	in := pickup.Instance{
+		ID:            r.str("instanceId"),
+		Class:         r.str("class"),
+		State:         pickup.State(r.str("state")),
+		Owner:         r.str("owner"),
+		UsageClass:    r.str("usageClass"),
+		InstanceType:  r.str("instanceType"),
+		CPU:           int(r.num("cpu")),
+		MemMiB:        int(r.num("memMiB")),
+		ResourceClass: r.str("resourceClass"),
+		Threshold:     fromUnixNanos(r.num("threshold")),
+		UpdatedAt:     fromUnixNanos(r.num("updatedAt")),
+	}
+	return in, r.err
+}
+
+// Put creates or replaces a record. A zero UpdatedAt is set to now.
+func (t *InstanceTable) Put(ctx context.Context, in pickup.Instance) error {
+	if in.ID == "" || in.Class == "" || in.State == "" {
+		return fmt.Errorf("put instance %q: ID, Class and State are required", in.ID)
+	}
+	if in.UpdatedAt.IsZero() {
+		in.UpdatedAt = t.b.clock()
+	}
+	table := t.b.tableName(RoleInstances)
+	if _, err := t.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: instanceItem(in)}); err != nil {
+		return ddbError("PutItem", table, fmt.Errorf("instance %s: %w", in.ID, err))
+	}
+	return nil
+}
+
+// Get returns a record (consistent read) or an error wrapping pickup.ErrNotFound.
+func (t *InstanceTable) Get(ctx context.Context, id string) (pickup.Instance, error) {
+	table := t.b.tableName(RoleInstances)
+	out, err := t.b.ddb.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: &table, Key: map[string]types.AttributeValue{"instanceId": s(id)}, ConsistentRead: awssdk.Bool(true),
+	})
+	if err != nil {
+		return pickup.Instance{}, ddbError("GetItem", table, fmt.Errorf("instance %s: %w", id, err))
+	}
+	if out.Item == nil {
+		return pickup.Instance{}, fmt.Errorf("instance %s in %s: %w", id, table, pickup.ErrNotFound)
+	}
+	in, err := parseInstance(out.Item)
+	if err != nil {
+		return pickup.Instance{}, fmt.Errorf("dynamodb GetItem %s: instance %s is malformed: %w", table, id, err)
+	}
+	return in, nil
+}
+
+// Transition applies tr with one conditional UpdateItem. A failed
+// condition (ConditionalCheckFailedException, a missing record included)
+// wraps pickup.ErrConditionFailed; every other error is transient.
+func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (pickup.Instance, error) {
+	if tr.ID == "" || tr.From == "" || tr.To == "" {
+		return pickup.Instance{}, fmt.Errorf("transition instance %q: ID, From and To are required", tr.ID)
+	}
+	updated := tr.Now
+	if updated.IsZero() {
+		updated = t.b.clock()
+	}
+	names := map[string]string{"#id": "instanceId", "#state": "state", "#owner": "owner", "#updated": "updatedAt"}
+	values := map[string]types.AttributeValue{":from": s(string(tr.From)), ":to": s(string(tr.To)), ":updated": n(unixNanos(updated))}
+	cond := "attribute_exists(#id) AND #state = :from"
+	if tr.ExpectOwner == "" {
+		cond += " AND attribute_not_exists(#owner)"
+	} else {
+		cond += " AND #owner = :expectOwner"
+		values[":expectOwner"] = s(tr.ExpectOwner)
+	}
+	if !tr.Now.IsZero() {
+		cond += " AND #threshold > :now"
+		names["#threshold"] = "threshold"
+		values[":now"] = n(unixNanos(tr.Now))
+	}
+	update := "SET #state = :to, #updated = :updated"
+	if tr.Owner == "" {
+		update += " REMOVE #owner"
+	} else {
+		update += ", #owner = :owner"
+		values[":owner"] = s(tr.Owner)
+	}
+	table := t.b.tableName(RoleInstances)
+	out, err := t.b.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 &table,
+		Key:                       map[string]types.AttributeValue{"instanceId": s(tr.ID)},
+		ConditionExpression:       &cond,
+		UpdateExpression:          &update,
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	})
+	if isConditionFailed(err) {
+		return pickup.Instance{}, fmt.Errorf("transition instance %s %s→%s (expected owner %q) in %s: %w", tr.ID, tr.From, tr.To, tr.ExpectOwner, table, pickup.ErrConditionFailed)
+	}
+	if err != nil {
+		return pickup.Instance{}, ddbError("UpdateItem", table, fmt.Errorf("transition instance %s (transient, retry): %w", tr.ID, err))
+	}
+	in, err := parseInstance(out.Attributes)
+	if err != nil {
+		return pickup.Instance{}, fmt.Errorf("dynamodb UpdateItem %s: instance %s is malformed: %w", table, tr.ID, err)
+	}
+	return in, nil
+}
+
+// List returns the records of one class in one state ("" = any), by ID.
+func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
+	table := t.b.tableName(RoleInstances)
+	filter := "#class = :class"
+	names := map[string]string{"#class": "class"}
+	values := map[string]types.AttributeValue{":class": s(class)}
+	if state != "" {
+		filter += " AND #state = :state"
+		names["#state"] = "state"
+		values[":state"] = s(string(state))
+	}
+	p := dynamodb.NewScanPaginator(t.b.ddb, &dynamodb.ScanInput{
+		TableName: &table, FilterExpression: &filter, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+		ConsistentRead: awssdk.Bool(true),
+	})
+	var out []pickup.Instance
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, ddbError("Scan", table, fmt.Errorf("class %s: %w", class, err))
+		}
+		for _, item := range page.Items {
+			in, err := parseInstance(item)
+			if err != nil {
+				return nil, fmt.Errorf("dynamodb Scan %s: malformed instance %q: %w", table, in.ID, err)
+			}
+			out = append(out, in)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
