@@ -3,19 +3,26 @@ package pools
 import (
 	"context"
 	"log/slog"
-	"testing"
+	"runtime"
 	"time"
 )
 
 // testWait bounds every wait in these tests.
 const testWait = 5 * time.Second
 
+// tb is what the helpers need of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 type result struct {
 	lease *Lease
 	err   error
 }
 
-func newTestManager(t testing.TB, opts Options) *Manager {
+func newTestManager(t tb, opts Options) *Manager {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -38,10 +45,10 @@ func acquireAsync(ctx context.Context, m *Manager, pool string, req Request) <-c
 }
 
 // waitQueued waits until the pool has n queued requests.
-func waitQueued(t testing.TB, m *Manager, pool string, n int) {
+func waitQueued(t tb, m *Manager, pool string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(testWait)
-	for {
+	for i := 0; ; {
 		st, err := m.PoolStatus(pool)
 		if err != nil {
 			t.Fatal(err)
@@ -52,11 +59,15 @@ func waitQueued(t testing.TB, m *Manager, pool string, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("pool %q: %d queued after %v, want %d", pool, st.Queued, testWait, n)
 		}
-		time.Sleep(time.Millisecond)
+		if i++; i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 }
 
-func mustGet(t testing.TB, ch <-chan result) *Lease {
+func mustGet(t tb, ch <-chan result) *Lease {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -70,7 +81,7 @@ func mustGet(t testing.TB, ch <-chan result) *Lease {
 	}
 }
 
-func mustFail(t testing.TB, ch <-chan result) error {
+func mustFail(t tb, ch <-chan result) error {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -86,7 +97,7 @@ func mustFail(t testing.TB, ch <-chan result) error {
 
 // mustPend checks that ch has no result yet (the request is queued, which
 // waitQueued established before).
-func mustPend(t testing.TB, ch <-chan result) {
+func mustPend(t tb, ch <-chan result) {
 	t.Helper()
 	select {
 	case r := <-ch:
@@ -95,7 +106,7 @@ func mustPend(t testing.TB, ch <-chan result) {
 	}
 }
 
-func mustAcquire(t testing.TB, m *Manager, pool string, req Request) *Lease {
+func mustAcquire(t tb, m *Manager, pool string, req Request) *Lease {
 	t.Helper()
 	l, err := m.Acquire(context.Background(), pool, req)
 	if err != nil {
@@ -104,7 +115,7 @@ func mustAcquire(t testing.TB, m *Manager, pool string, req Request) *Lease {
 	return l
 }
 
-func mustStatus(t testing.TB, m *Manager, pool string) PoolStatus {
+func mustStatus(t tb, m *Manager, pool string) PoolStatus {
 	t.Helper()
 	st, err := m.PoolStatus(pool)
 	if err != nil {
