@@ -18,7 +18,9 @@ type decoder struct {
 	ctx    *hcl.EvalContext
 	vars   map[string]bool
 	locals map[string]bool
-	diags  hcl.Diagnostics
+	// required marks attributes whose null value is "missing".
+	required map[*hcl.Attribute]bool
+	diags    hcl.Diagnostics
 }
 
 func (d *decoder) errorf(subject hcl.Range, summary, format string, args ...any) {
@@ -63,6 +65,9 @@ func (d *decoder) value(a *hcl.Attribute) (cty.Value, bool) {
 	}
 	v, ds := a.Expr.Value(d.ctx)
 	d.diags = append(d.diags, ds...)
+	if !ds.HasErrors() && v.IsNull() && d.required[a] {
+		d.errorf(a.Expr.Range(), "Missing required argument", "The argument %q is required, but its value is null.", a.Name)
+	}
 	if ds.HasErrors() || v.IsNull() || !v.IsWhollyKnown() {
 		return cty.NilVal, false
 	}

@@ -90,7 +90,7 @@ var (
 // decode is phase five and six: every block into its typed form, then the
 // rules that span objects.
 func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
-	d := &decoder{ctx: ctx, vars: map[string]bool{}, locals: map[string]bool{}}
+	d := &decoder{ctx: ctx, vars: map[string]bool{}, locals: map[string]bool{}, required: map[*hcl.Attribute]bool{}}
 	for _, b := range m.variables {
 		d.vars[b.Labels[0]] = true
 	}
@@ -142,6 +142,11 @@ func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
 func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema, single ...string) (hcl.Attributes, map[string]*hcl.Block) {
 	c, ds := body.Content(schema)
 	d.diags = append(d.diags, ds...)
+	for _, as := range schema.Attributes {
+		if a := c.Attributes[as.Name]; a != nil && as.Required {
+			d.required[a] = true
+		}
+	}
 	blocks := map[string]*hcl.Block{}
 	for _, b := range c.Blocks {
 		if first, ok := blocks[b.Type]; ok {
@@ -432,6 +437,7 @@ func (d *decoder) pool(b *hcl.Block) Pool {
 	p := Pool{Name: b.Labels[0], DeclRange: b.DefRange}
 	attrs, _ := d.content(b.Body, poolSchema)
 	if a := attrs["slots"]; a != nil {
+		d.required[a] = p.Name != DefaultPoolName
 		if n, ok := d.integer(a, 1, maxSlots, ""); ok {
 			p.Slots = n
 		}

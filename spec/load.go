@@ -145,17 +145,42 @@ func (l *Loader) LoadSources(srcs map[string][]byte, vars Vars) (*Config, hcl.Di
 
 	m, ds := gather(files)
 	diags = append(diags, ds...)
+	if diags.HasErrors() && len(files) < len(names) {
+		// A file that doesn't parse may declare the variables, locals or
+		// objects that the others refer to: decoding them now would only add
+		// misleading errors.
+		SortDiagnostics(diags)
+		return nil, diags
+	}
 
 	ctx, ds := l.evalContext(m, vars)
 	diags = append(diags, ds...)
 
 	cfg, ds := decode(m, ctx)
 	diags = append(diags, ds...)
+	SortDiagnostics(diags)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	cfg.Files = names
 	return cfg, diags
+}
+
+// SortDiagnostics orders diags in place the way they are best read:
+// those without a location first, then by file and position. The sort is
+// stable, so diagnostics at one position keep their order.
+func SortDiagnostics(diags hcl.Diagnostics) {
+	sort.SliceStable(diags, func(i, j int) bool {
+		a, b := diags[i].Subject, diags[j].Subject
+		switch {
+		case a == nil || b == nil:
+			return a == nil && b != nil
+		case a.Filename != b.Filename:
+			return a.Filename < b.Filename
+		default:
+			return a.Start.Byte < b.Start.Byte
+		}
+	})
 }
 
 func isConfigFile(name string) bool {

@@ -235,6 +235,7 @@ func decodeVariable(b *hcl.Block, base *hcl.EvalContext) (*variable, hcl.Diagnos
 		}
 	}
 	if a, ok := content.Attributes["default"]; ok {
+		v.def = cty.DynamicVal // until known good: a bad default is not a missing one
 		if len(a.Expr.Variables()) > 0 {
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sort"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -85,7 +84,7 @@ type jsonPos struct {
 func validateJSON(diags hcl.Diagnostics) jsonResult {
 	res := jsonResult{FormatVersion: "1.0", Diagnostics: []jsonDiagnostic{}}
 	sorted := append(hcl.Diagnostics(nil), diags...)
-	sort.SliceStable(sorted, func(i, j int) bool { return diagLess(sorted[i], sorted[j]) })
+	spec.SortDiagnostics(sorted)
 	for _, d := range sorted {
 		jd := jsonDiagnostic{Severity: "error", Summary: d.Summary, Detail: d.Detail}
 		if d.Severity == hcl.DiagWarning {

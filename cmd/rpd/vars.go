@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -92,22 +91,9 @@ func (e *env) width(w io.Writer) uint {
 // then "  on FILE line N, in BLOCK:", the source snippet and the detail.
 func writeDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool, width uint) {
 	sorted := append(hcl.Diagnostics(nil), diags...)
-	sort.SliceStable(sorted, func(i, j int) bool { return diagLess(sorted[i], sorted[j]) })
+	spec.SortDiagnostics(sorted)
 	tw := hcl.NewDiagnosticTextWriter(w, files, width, color)
 	for _, d := range sorted {
 		_ = tw.WriteDiagnostic(d)
-	}
-}
-
-// diagLess orders diagnostics without a location first, then by file and
-// position.
-func diagLess(a, b *hcl.Diagnostic) bool {
-	switch {
-	case a.Subject == nil || b.Subject == nil:
-		return a.Subject == nil && b.Subject != nil
-	case a.Subject.Filename != b.Subject.Filename:
-		return a.Subject.Filename < b.Subject.Filename
-	default:
-		return a.Subject.Start.Byte < b.Subject.Start.Byte
 	}
 }

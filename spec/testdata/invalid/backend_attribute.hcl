@@ -1,0 +1,5 @@
+rpd {
+  backend "local" {
+    region = "us-east-1" # ERROR: Unsupported argument
+  }
+}

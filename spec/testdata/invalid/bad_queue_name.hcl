@@ -1,0 +1,7 @@
+runner_class "c" {
+  cpu = 1
+  mem = "1GiB"
+  queue {
+    name = "runners.fifo" # ERROR: Invalid queue name
+  }
+}

@@ -1,0 +1,4 @@
+rpd {
+  stack  = "ci prod" # ERROR: Invalid stack name
+  listen = "localhost" # ERROR: Invalid listen address
+}

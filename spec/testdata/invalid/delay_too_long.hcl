@@ -1,0 +1,10 @@
+runner_class "c" {
+  cpu = 1
+  mem = "1GiB"
+  queue {
+    delay = "16m" # ERROR: Invalid value for "delay"
+  }
+  pickup {
+    requeue_delay = "1h" # ERROR: Invalid value for "requeue_delay"
+  }
+}

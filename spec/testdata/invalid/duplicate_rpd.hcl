@@ -1,0 +1,7 @@
+rpd {
+  stack = "a"
+}
+
+rpd { # ERROR: Duplicate rpd block
+  stack = "b"
+}

@@ -1,0 +1,3 @@
+vm_ceiling "v" {
+  max = 0 # ERROR: Invalid value for "max"
+}

@@ -1,0 +1,7 @@
+pool "shared" {
+  slots = 1
+}
+
+variable "env" {
+  default = "dev"
+}

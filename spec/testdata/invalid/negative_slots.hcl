@@ -1,0 +1,3 @@
+pool "p" {
+  slots = -1 # ERROR: Invalid value for "slots"
+}

@@ -1,0 +1,3 @@
+pool "p" {
+  slots = null # ERROR: Missing required argument
+}

@@ -1,0 +1,3 @@
+pool "p" {
+  slots = = 3 # ERROR: Invalid expression
+}

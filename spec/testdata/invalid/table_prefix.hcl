@@ -1,0 +1,5 @@
+rpd {
+  backend "aws" {
+    table_prefix = "rpd/prod" # ERROR: Invalid table_prefix
+  }
+}

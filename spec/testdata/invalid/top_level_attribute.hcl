@@ -1,0 +1,1 @@
+slots = 3 # ERROR: Unsupported argument

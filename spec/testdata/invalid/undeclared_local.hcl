@@ -1,0 +1,3 @@
+pool "p" {
+  slots = local.count # ERROR: Reference to undeclared local value
+}

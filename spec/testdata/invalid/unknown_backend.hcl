@@ -1,0 +1,5 @@
+rpd {
+  backend "gcs" { # ERROR: Unknown backend type
+    bucket = "x"
+  }
+}

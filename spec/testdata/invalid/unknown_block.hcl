@@ -1,0 +1,3 @@
+runners "x" { # ERROR: Unsupported block type
+  cpu = 1
+}

@@ -1,0 +1,7 @@
+pool "a" {
+  slots = 2
+}
+
+pool "b" {
+  slots = pool.a.slots # ERROR: Unknown reference
+}

@@ -1,0 +1,2 @@
+# An empty configuration is valid: it has the default stack, the local
+# backend and default_pool with 16 slots.

@@ -1,0 +1,101 @@
+# Every attribute set, with variables, locals and functions.
+variable "env" {
+  type    = string
+  default = "dev"
+}
+
+variable "sizes" {
+  type = map(string)
+  default = {
+    small = "1.5GiB"
+    large = "16GB"
+  }
+}
+
+variable "families" {
+  type    = list(string)
+  default = ["m6i", "m7i"]
+}
+
+locals {
+  stack     = "ci-${upper(var.env)}"
+  patterns  = formatlist("%s.*", var.families)
+  slot_base = max(2, length(var.families))
+}
+
+rpd {
+  stack  = local.stack
+  listen = "0.0.0.0:7443"
+  token  = "s3cret"
+
+  backend "local" {
+    path = "/var/lib/rpd/state.db"
+  }
+}
+
+runner_class "zeta" {
+  cpu            = 16
+  mem            = var.sizes.large
+  instance_types = concat(local.patterns, ["c?i.metal", "r[5-7].*"])
+  allow_destroy  = true
+
+  queue {
+    name               = "zeta_queue-${var.env}"
+    visibility_timeout = "12h"
+    retention          = "1d12h"
+    delay              = "15m"
+  }
+
+  pickup {
+    requeue_delay    = "0s"
+    local_exhaustion = 1
+    mode             = "delete"
+  }
+}
+
+runner_class "alpha" {
+  cpu = 1
+  mem = var.sizes["small"]
+
+  queue {
+    retention = "60s"
+  }
+}
+
+budget "unlimited" {
+  scan_ring   = "1KB"
+  delta_cache = "2 MiB"
+  spill_slots = "unlimited"
+}
+
+budget "bytes" {
+  scan_ring   = 1024
+  delta_cache = "1TiB"
+  spill_slots = local.slot_base * 2
+}
+
+vm_ceiling "pushed" {
+  max           = 5
+  claim_ttl     = "90s"
+  poll_interval = "250ms"
+  stale_after   = "250ms"
+  grant         = "immediate"
+}
+
+pool "default_pool" {
+  slots         = 64
+  description   = "everything else"
+  lease_ttl     = "0s"
+  max_queued    = 0
+  allow_destroy = false
+}
+
+pool "deploy" {
+  slots         = 1
+  lease_ttl     = "1h"
+  max_queued    = 10
+  allow_destroy = true
+}
+
+priority "low" { weight = -10 }
+priority "high" { weight = 1000 }
