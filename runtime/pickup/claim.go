@@ -1,0 +1,111 @@
+package pickup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// errStale: the claim's condition failed, so the message was a stale hint
+// (someone else claimed the instance, or it is no longer idle or has
+// expired). The message was dropped; the request picks again.
+var errStale = errors.New("pickup: stale hint")
+
+// claim is the Claim Worker: the atomic idle → claimed transition of the
+// candidate's instance, conditioned on state idle, no owner and threshold
+// not past. A failed condition means the hint was stale: the message is
+// dropped and errStale returned. A transient error is retried with backoff
+// while the message stays held (in flight in lease mode, in memory in delete
+// mode); when the retries run out or ctx ends, a claim that may have
+// committed meanwhile is undone and the message is given back, so the
+// runner is never lost to a backend hiccup.
+func (m *Manager) claim(ctx context.Context, w *waiter, c candidate) (Instance, error) {
+	cfg := m.config()
+	tr := Transition{ID: c.entry.InstanceID, From: StateIdle, To: StateClaimed, Owner: w.owner}
+	ambiguous := false // an earlier attempt failed without saying whether it committed
+	for attempt := 1; ; attempt++ {
+		tr.Now = m.clock.Now()
+		inst, err := m.t.Transition(ctx, tr)
+		if err == nil {
+			return m.claimed(ctx, cfg, w, c, inst), nil
+		}
+		if errors.Is(err, ErrConditionFailed) {
+			if ambiguous {
+				if inst, ok := m.heldBy(ctx, cfg, tr.ID, w.owner); ok {
+					return m.claimed(ctx, cfg, w, c, inst), nil
+				}
+			}
+			m.stats.claimLostRace.Add(1)
+			m.log.Debug("pickup: claim lost; dropping the stale message", "class", cfg.Class, "instance", tr.ID, "err", err)
+			if cfg.Mode == ModeLease {
+				rel := releaseCtx(ctx, cfg)
+				m.batch(rel.ctx, cfg, []Message{c.msg}, 0, true)
+				rel.cancel()
+			}
+			return Instance{}, errStale
+		}
+		ambiguous = true
+		if ctx.Err() == nil && attempt < cfg.ClaimAttempts {
+			m.stats.claimRetried.Add(1)
+			m.log.Warn("pickup: claim failed; retrying and keeping the message", "class", cfg.Class, "instance", tr.ID, "attempt", attempt, "err", err)
+			if m.sleep(ctx, backoff(cfg, attempt)) == nil {
+				continue
+			}
+		}
+		m.stats.gaveUp.Add(1)
+		m.giveBack(ctx, cfg, c, w.owner)
+		if ctx.Err() != nil {
+			return Instance{}, ctx.Err()
+		}
+		return Instance{}, fmt.Errorf("pickup: claiming instance %s of class %q failed %d times; its message was given back, retry the pickup later: %w", tr.ID, cfg.Class, attempt, err)
+	}
+}
+
+// claimed completes a committed claim: the message is deleted (lease mode;
+// in delete mode it already is). Should the delete fail, the message
+// reappears and its next claim fails as stale, so it is harmless.
+func (m *Manager) claimed(ctx context.Context, cfg *Config, w *waiter, c candidate, inst Instance) Instance {
+	m.stats.claimed.Add(1)
+	m.lat.observe(m.clock.Now().Sub(w.start))
+	if cfg.Mode == ModeLease {
+		rel := releaseCtx(ctx, cfg)
+		m.batch(rel.ctx, cfg, []Message{c.msg}, 0, true)
+		rel.cancel()
+	}
+	return inst
+}
+
+// heldBy reports whether owner holds the claim on id: after an ambiguous
+// error, the transition may have committed.
+func (m *Manager) heldBy(ctx context.Context, cfg *Config, id, owner string) (Instance, bool) {
+	var inst Instance
+	err := m.retry(ctx, cfg, "get", func() error {
+		var err error
+		inst, err = m.t.Get(ctx, id)
+		return err
+	})
+	return inst, err == nil && inst.State == StateClaimed && inst.Owner == owner
+}
+
+// giveBack returns a candidate the request will not use: a claim owner may
+// hold after an ambiguous error is undone (owner "" skips that), then the
+// message is made visible again (lease) or re-sent (delete). It runs on a
+// detached context because it typically runs after ctx ended.
+func (m *Manager) giveBack(ctx context.Context, cfg *Config, c candidate, owner string) {
+	rel := releaseCtx(ctx, cfg)
+	defer rel.cancel()
+	if owner != "" {
+		if _, held := m.heldBy(rel.ctx, cfg, c.entry.InstanceID, owner); held {
+			_, err := m.t.Transition(rel.ctx, Transition{ID: c.entry.InstanceID, From: StateClaimed, To: StateIdle, ExpectOwner: owner})
+			if err != nil {
+				m.stats.releaseErrors.Add(1)
+				m.log.Error("pickup: undoing an abandoned claim failed; Release the instance", "class", cfg.Class, "instance", c.entry.InstanceID, "owner", owner, "err", err)
+			}
+		}
+	}
+	if cfg.Mode == ModeLease {
+		m.batch(rel.ctx, cfg, []Message{c.msg}, 0, false)
+		return
+	}
+	m.resend(rel.ctx, cfg, c.msg, 0)
+}

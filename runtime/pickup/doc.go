@@ -1,0 +1,56 @@
+// Package pickup is the Pickup Manager and Claim Worker of the warm-runner
+// pool (seeds 000 and 001): one queue per runner class, one JSON message per
+// idle instance, and a Manager that receives messages, classifies each
+// against a request's Requirements, claims a match in the instance table and
+// gives misfits back, reporting exhaustion when the pool has nothing for the
+// request.
+//
+// It is a plain library: it talks to a backend only through the Queue and
+// InstanceTable interfaces of backend.go (implemented by backend/local and
+// backend/aws) and imports nothing else of rpd. It is not the HTTP API, not
+// the reconciler that creates queues, and not a health checker of claimed
+// instances.
+//
+// Start reading at Manager.Pickup (manager.go), then claim.go (the Claim
+// Worker), message.go (the strict message format) and lifecycle.go (Offer
+// and Release, which fill the pool).
+//
+// # Classification
+//
+// Each message is, for the waiting requests: pass-on (valid, meets a
+// request's usage class, instance-type patterns, minimum cpu/mem and
+// resource class), re-queue (valid, fits none of them; made visible again
+// after Config.RequeueDelay), or discard (unparseable, too large, unknown
+// usage class, unexpected fields, specs contradicting the class's Config,
+// threshold past; logged with its reason, counted, deleted, never
+// re-queued). A request ends with *ExhaustedError when a receive comes back
+// empty (global; an empty short poll is confirmed by a second receive) or
+// when it has seen one instanceId more than Config.LocalExhaustion times
+// (local; the message that trips it is still re-queued).
+//
+// # Modes, and why lease mode loses nothing
+//
+// ModeDelete is the seed's literal loop: receive, delete at once, filter in
+// memory, send misfits back with a delay. Between the delete and the claim
+// or re-send the idle runner exists only in the manager's memory; a crash
+// there loses it (TestCrashLosesNothing counts how many).
+//
+// ModeLease (the default) never deletes a message before its fate is
+// settled: a received message stays in flight under a visibility timeout;
+// a misfit gets ChangeMessageVisibility(RequeueDelay); a match is deleted
+// only after the conditional idle → claimed transition has committed; a
+// discard is deleted. So at every instant an idle runner is either
+// represented by a message that is visible or will become visible again
+// (its visibility timeout runs out whatever happens to this process), or it
+// has been claimed in the instance table, atomically, by exactly one owner.
+// A crash can therefore only cause duplicates and delays: a message whose
+// instance was already claimed reappears, its claim fails the condition
+// (state idle, no owner, threshold not past), and it is dropped as a stale
+// hint. A transient error during a claim is retried with backoff while the
+// message is held; when the retries run out, a claim that may have
+// committed is undone and the message given back.
+//
+// Offer and Release write the table first and publish second; a crash in
+// between leaves an idle record without a message, which Offer (idempotent
+// up to harmless duplicates) repairs.
+package pickup

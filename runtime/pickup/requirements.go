@@ -1,0 +1,124 @@
+package pickup
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Requirements are one request's compute constraints. Zero fields do not
+// constrain.
+type Requirements struct {
+	UsageClass    string   // UsageSpot, UsageOnDemand or "" for either
+	InstanceTypes []string // path.Match patterns ("c6i.*", "m?i.large"); empty allows any
+	MinCPU        int
+	MinMemMiB     int
+	ResourceClass string // exact label, "" for any
+}
+
+// Validate reports impossible requirements.
+func (r Requirements) Validate() error {
+	var errs []error
+	if r.UsageClass != "" && r.UsageClass != UsageSpot && r.UsageClass != UsageOnDemand {
+		errs = append(errs, fmt.Errorf("usage class %q is neither %q, %q nor empty", r.UsageClass, UsageSpot, UsageOnDemand))
+	}
+	for _, p := range r.InstanceTypes {
+		if _, err := path.Match(p, ""); err != nil {
+			errs = append(errs, fmt.Errorf("instance type pattern %q does not compile: %w", p, err))
+		}
+	}
+	if r.MinCPU < 0 || r.MinMemMiB < 0 {
+		errs = append(errs, fmt.Errorf("minimum cpu %d and mem %d must not be negative", r.MinCPU, r.MinMemMiB))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("pickup: invalid requirements: %w", err)
+	}
+	return nil
+}
+
+// Matches reports whether e meets every constraint of r.
+func (r Requirements) Matches(e Entry) bool {
+	if r.UsageClass != "" && e.UsageClass != r.UsageClass {
+		return false
+	}
+	if e.CPU < r.MinCPU || e.MemMiB < r.MinMemMiB {
+		return false
+	}
+	if r.ResourceClass != "" && e.ResourceClass != r.ResourceClass {
+		return false
+	}
+	return len(r.InstanceTypes) == 0 || matchAny(r.InstanceTypes, e.InstanceType)
+}
+
+// matchAny reports whether name matches one of patterns; the patterns were
+// validated, so match errors cannot occur.
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is the classification of one message for a set of requests.
+type Outcome int
+
+const (
+	PassOn  Outcome = iota // meets a request's constraints
+	Requeue                // valid, but not for this request
+	Discard                // unusable for anyone
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case PassOn:
+		return "pass-on"
+	case Requeue:
+		return "requeue"
+	case Discard:
+		return "discard"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// checkClass returns a *DiscardError when e contradicts the runner class c
+// or has expired at now, nil when e is a valid entry of the class.
+func checkClass(c *Config, e Entry, now time.Time) *DiscardError {
+	mismatch := func(format string, args ...any) *DiscardError {
+		return &DiscardError{Reason: ReasonClassMismatch, InstanceID: e.InstanceID, Detail: fmt.Sprintf(format, args...)}
+	}
+	if c.CPU > 0 && e.CPU != c.CPU {
+		return mismatch("cpu %d, but class %q declares %d", e.CPU, c.Class, c.CPU)
+	}
+	if c.Mem > 0 && uint64(e.MemMiB)<<20 != c.Mem {
+		return mismatch("mem %d MiB, but class %q declares %d bytes", e.MemMiB, c.Class, c.Mem)
+	}
+	if len(c.InstanceTypes) > 0 && !matchAny(c.InstanceTypes, e.InstanceType) {
+		return mismatch("instance type %q is not among class %q's %v", e.InstanceType, c.Class, c.InstanceTypes)
+	}
+	if !e.Threshold.After(now) {
+		return &DiscardError{Reason: ReasonExpired, InstanceID: e.InstanceID, Detail: fmt.Sprintf("threshold %s is not after %s", e.Threshold.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// Classify decides one message body for one request, as the manager does:
+// Discard (with the *DiscardError) when the body is malformed, contradicts
+// the class c or has expired at now; PassOn when it meets r; Requeue
+// otherwise.
+func Classify(c Config, r Requirements, body string, now time.Time) (Outcome, Entry, error) {
+	c = c.withDefaults()
+	e, err := ParseEntry(body)
+	if err != nil {
+		return Discard, Entry{}, err
+	}
+	if d := checkClass(&c, e, now); d != nil {
+		return Discard, e, d
+	}
+	if r.Matches(e) {
+		return PassOn, e, nil
+	}
+	return Requeue, e, nil
+}
