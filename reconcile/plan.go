@@ -1,0 +1,673 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/rpdhq/rpd/spec"
+)
+
+// PlanFormat is the format version of a saved plan (Plan's JSON encoding).
+const PlanFormat = 1
+
+// DefaultParallelism bounds concurrent backend calls during refresh and apply.
+const DefaultParallelism = 10
+
+// Plan is the difference between a configuration and live state, as inert
+// data: MakePlan computes it, views render it, Apply executes it. A Plan
+// encoded to JSON is a saved plan (rpd plan -out) and carries everything
+// Apply needs, including the desired runtime document, so applying it does
+// not read the configuration again.
+type Plan struct {
+	FormatVersion int           `json:"format_version"`
+	Stack         string        `json:"stack"`
+	Backend       BackendConfig `json:"backend"`
+	// Lineage and StateVersion identify the state the plan was made
+	// against; Apply refuses the plan when either changed.
+	Lineage      string `json:"lineage"`
+	StateVersion int64  `json:"state_version"`
+	RefreshOnly  bool   `json:"refresh_only,omitempty"`
+	// Targets, when set, limited the plan to these addresses and what they
+	// depend on.
+	Targets []Address `json:"targets,omitempty"`
+
+	// Changes holds one entry per resource (no-ops included) in dependency
+	// order: tables, queues, then runtime resources by type and name.
+	Changes  []ResourceChange `json:"changes"`
+	Drift    []Drift          `json:"drift"`
+	Warnings []Warning        `json:"warnings"`
+
+	// Fingerprints maps every object refreshed from the backend ("queue
+	// NAME", "table NAME") to a hash of its managed attributes ("absent"
+	// when it did not exist). Apply refreshes them again and refuses a
+	// stale plan.
+	Fingerprints map[string]string `json:"fingerprints"`
+	// Desired is the runtime document the configuration asks for.
+	Desired *RuntimeDoc `json:"desired"`
+	// LiveQueues holds, per runner class, the managed queue as found live
+	// (absent when it did not exist); apply records it as applied.
+	LiveQueues map[string]QueueEntry `json:"live_queues"`
+	// Forget lists classes whose recorded queue is already gone; apply
+	// drops them from the runtime document.
+	Forget []string `json:"forget,omitempty"`
+
+	// Checksum guards a saved plan against corruption and hand edits; see
+	// EncodePlan.
+	Checksum string `json:"checksum,omitempty"`
+}
+
+// BackendConfig says which backend a plan was made against, so that
+// applying a saved plan opens the same one.
+type BackendConfig struct {
+	Type        string `json:"type"`
+	Path        string `json:"path,omitempty"`
+	Region      string `json:"region,omitempty"`
+	Profile     string `json:"profile,omitempty"`
+	TablePrefix string `json:"table_prefix,omitempty"`
+}
+
+// BackendConfigOf copies the parts of a spec.Backend a saved plan keeps.
+func BackendConfigOf(b spec.Backend) BackendConfig {
+	return BackendConfig{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
+}
+
+// Spec converts back to a spec.Backend (without a source range).
+func (b BackendConfig) Spec() spec.Backend {
+	return spec.Backend{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
+}
+
+// ResourceChange is the planned change of one resource.
+//
+// Before is the live object (nil for Create); After is the desired one
+// (nil for Delete). For NoOp both are set and equal. ReplacePaths lists
+// the attributes that cannot change in place and force DeleteThenCreate.
+type ResourceChange struct {
+	Address      Address    `json:"address"`
+	Action       Action     `json:"actions"`
+	Before       Values     `json:"before"`
+	After        Values     `json:"after"`
+	ReplacePaths [][]string `json:"replace_paths,omitempty"`
+}
+
+// Drift is an object that changed since rpd last applied it. Before is
+// what rpd applied; After is what is live (nil: deleted out of band).
+type Drift struct {
+	Address Address `json:"address"`
+	Before  Values  `json:"before"`
+	After   Values  `json:"after"`
+}
+
+// Warning is a live impact of a planned change.
+type Warning struct {
+	Address Address `json:"address"`
+	Summary string  `json:"summary"`
+}
+
+// Summary counts a plan the way Terraform does: a replacement is one add
+// and one destroy.
+type Summary struct {
+	Add     int `json:"add"`
+	Change  int `json:"change"`
+	Destroy int `json:"destroy"`
+}
+
+// Summary counts the plan's changes.
+func (p *Plan) Summary() Summary {
+	var s Summary
+	for _, c := range p.Changes {
+		switch c.Action {
+		case Create:
+			s.Add++
+		case Update:
+			s.Change++
+		case Delete:
+			s.Destroy++
+		case DeleteThenCreate:
+			s.Add++
+			s.Destroy++
+		}
+	}
+	return s
+}
+
+// HasChanges reports whether applying the plan would change anything: a
+// resource change, or for a refresh-only plan, drift to record.
+func (p *Plan) HasChanges() bool {
+	if p.RefreshOnly {
+		return len(p.Drift) > 0 || len(p.Forget) > 0
+	}
+	for _, c := range p.Changes {
+		if c.Action != NoOp {
+			return true
+		}
+	}
+	return false
+}
+
+// MarshalJSON writes the action as Terraform's list of action names.
+func (a Action) MarshalJSON() ([]byte, error) { return json.Marshal(a.Actions()) }
+
+// UnmarshalJSON reads a list of action names.
+func (a *Action) UnmarshalJSON(b []byte) error {
+	var s []string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("actions must be a list of strings: %w", err)
+	}
+	v, ok := actionFromStrings(s)
+	if !ok {
+		return fmt.Errorf("unknown actions %q", s)
+	}
+	*a = v
+	return nil
+}
+
+// PlanOptions tune MakePlan.
+type PlanOptions struct {
+	// Parallelism bounds concurrent backend calls (default 10).
+	Parallelism int
+	// Targets limits the plan to these addresses (and what they depend on).
+	// An address that matches nothing is an error wrapping ErrUnknownTarget.
+	Targets []Address
+	// RefreshOnly plans no changes; applying the plan records drift as the
+	// new applied state.
+	RefreshOnly bool
+	// Backend is recorded in the plan for apply to reopen.
+	Backend BackendConfig
+}
+
+// Errors of MakePlan.
+var (
+	// ErrNotManaged: a live object has the name of a declared one but is
+	// not tagged with this stack. rpd never adopts or deletes it.
+	ErrNotManaged = errors.New("not managed by this rpd stack")
+	// ErrUnknownTarget: a -target address matches no resource.
+	ErrUnknownTarget = errors.New("target matches no resource")
+	// ErrWrongStack: the state store holds another stack's document.
+	ErrWrongStack = errors.New("state belongs to another stack")
+)
+
+// MakePlan refreshes live state and diffs it against desired. It reads only:
+// nothing is created, not even the aws tables. desired must be a validated
+// configuration.
+func MakePlan(ctx context.Context, desired *spec.Config, live Live, opts PlanOptions) (*Plan, error) {
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
+	}
+	stack := desired.Stack
+	p := &Plan{
+		FormatVersion: PlanFormat,
+		Stack:         stack,
+		Backend:       opts.Backend,
+		RefreshOnly:   opts.RefreshOnly,
+		Targets:       slices.Clone(opts.Targets),
+		Fingerprints:  map[string]string{},
+		Desired:       DesiredDoc(desired),
+		LiveQueues:    map[string]QueueEntry{},
+		Drift:         []Drift{},
+		Warnings:      []Warning{},
+		Changes:       []ResourceChange{},
+	}
+
+	stateReadable := true
+	if live.Tables != nil {
+		tables, err := live.Tables.Tables(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("refresh tables: %w", err)
+		}
+		for _, t := range tables {
+			addr := Address{TypeTable, t.Resource}
+			v := Values{"name": t.Name}
+			if t.Exists {
+				p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: NoOp, Before: v, After: v})
+				p.Fingerprints["table "+t.Name] = "exists"
+			} else {
+				p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: v})
+				p.Fingerprints["table "+t.Name] = "absent"
+				stateReadable = false
+			}
+		}
+	}
+
+	cur := NewRuntimeDoc(stack)
+	if stateReadable {
+		doc, version, err := readDoc(ctx, live.State, stack)
+		if err != nil {
+			return nil, err
+		}
+		cur, p.StateVersion = doc, version
+	}
+	p.Lineage = cur.Lineage
+
+	infos, err := refreshQueues(ctx, live.Queues, stack, p.Desired, cur, opts.Parallelism)
+	if err != nil {
+		return nil, err
+	}
+	for name, info := range infos.byName {
+		p.Fingerprints["queue "+name] = fingerprint(info)
+	}
+	if err := checkManaged(stack, infos); err != nil {
+		return nil, err
+	}
+
+	var held map[string]int
+	if live.Held != nil {
+		if held, err = live.Held.HeldSlots(ctx); err != nil {
+			return nil, fmt.Errorf("read held pool slots: %w", err)
+		}
+	}
+	var inUse map[string]BudgetUse
+	if live.Budgets != nil {
+		if inUse, err = live.Budgets.BudgetsInUse(ctx); err != nil {
+			return nil, fmt.Errorf("read budgets in use: %w", err)
+		}
+	}
+
+	p.planQueues(cur, infos)
+	if !opts.RefreshOnly {
+		planRuntime(p, TypeRunnerClass, cur.RunnerClasses, p.Desired.RunnerClasses, ClassEntry.values)
+		planRuntime(p, TypeBudget, cur.Budgets, p.Desired.Budgets, BudgetEntry.values)
+		planRuntime(p, TypeVMCeiling, cur.VMCeilings, p.Desired.VMCeilings, CeilingEntry.values)
+		planRuntime(p, TypePool, cur.Pools, p.Desired.Pools, PoolEntry.values)
+		planRuntime(p, TypePriority, cur.Priorities, p.Desired.Priorities, PriorityEntry.values)
+	} else {
+		p.Changes = p.Changes[:0]
+	}
+	slices.SortStableFunc(p.Changes, func(a, b ResourceChange) int { return compareAddr(a.Address, b.Address) })
+
+	if len(opts.Targets) > 0 {
+		if err := p.applyTargets(opts.Targets); err != nil {
+			return nil, err
+		}
+	}
+	p.warn(infos, cur, held, inUse)
+	slices.SortStableFunc(p.Drift, func(a, b Drift) int { return compareAddr(a.Address, b.Address) })
+	return p, nil
+}
+
+func compareAddr(a, b Address) int {
+	switch {
+	case a.Less(b):
+		return -1
+	case b.Less(a):
+		return 1
+	}
+	return 0
+}
+
+// readDoc reads and decodes the runtime document; an empty store is an
+// empty document.
+func readDoc(ctx context.Context, st StateStore, stack string) (*RuntimeDoc, int64, error) {
+	b, version, err := st.ReadState(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read state: %w", err)
+	}
+	if b == nil {
+		return NewRuntimeDoc(stack), version, nil
+	}
+	doc, err := DecodeRuntimeDoc(b)
+	if err != nil {
+		return nil, 0, fmt.Errorf("read state (version %d): %w", version, err)
+	}
+	if doc.Stack != stack {
+		return nil, 0, fmt.Errorf("%w: the state store holds stack %q, but the configuration is stack %q; point the backend elsewhere or fix rpd { stack = … }", ErrWrongStack, doc.Stack, stack)
+	}
+	return doc, version, nil
+}
+
+// refreshed is the result of refreshing queues: every refreshed name (nil
+// info: absent) and the stack-tagged queues nobody declared or recorded.
+type refreshed struct {
+	byName  map[string]*QueueInfo
+	orphans map[string]string // class key -> queue name
+}
+
+func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cur *RuntimeDoc, parallelism int) (*refreshed, error) {
+	known := map[string]bool{}
+	for _, q := range desired.Queues {
+		known[q.Name] = true
+	}
+	for _, q := range cur.Queues {
+		known[q.Name] = true
+	}
+	prefix := DefaultQueueName(stack, "")
+	listed, err := qa.ListQueues(ctx, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("list queues with prefix %q: %w", prefix, err)
+	}
+	var extra []string
+	for _, n := range listed {
+		if !known[n] {
+			extra = append(extra, n)
+			known[n] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(known))
+	byName, err := describeAll(ctx, qa, names, parallelism)
+	if err != nil {
+		return nil, err
+	}
+	r := &refreshed{byName: byName, orphans: map[string]string{}}
+	for _, n := range extra {
+		info := byName[n]
+		if info == nil || info.Attributes.Tags[StackTag] != stack {
+			delete(byName, n) // not ours: never touched, never fingerprinted
+			continue
+		}
+		class := strings.TrimPrefix(n, prefix)
+		if _, taken := desired.Queues[class]; taken {
+			continue
+		}
+		if _, taken := cur.Queues[class]; taken {
+			continue
+		}
+		r.orphans[class] = n
+	}
+	return r, nil
+}
+
+// describeAll describes names with bounded parallelism; a missing queue
+// maps to nil.
+func describeAll(ctx context.Context, qa QueueAdmin, names []string, parallelism int) (map[string]*QueueInfo, error) {
+	out := make([]*QueueInfo, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallelism)
+	for i, n := range names {
+		g.Go(func() error {
+			info, err := qa.DescribeQueue(gctx, n)
+			switch {
+			case errors.Is(err, ErrQueueNotFound):
+				return nil
+			case err != nil:
+				return fmt.Errorf("refresh queue %q: %w", n, err)
+			}
+			out[i] = &info
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	m := make(map[string]*QueueInfo, len(names))
+	for i, n := range names {
+		m[n] = out[i]
+	}
+	return m, nil
+}
+
+func checkManaged(stack string, r *refreshed) error {
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(r.byName)) {
+		info := r.byName[n]
+		if info == nil {
+			continue
+		}
+		if owner := info.Attributes.Tags[StackTag]; owner != stack {
+			who := "has no " + StackTag + " tag"
+			if owner != "" {
+				who = "belongs to rpd stack " + owner
+			}
+			errs = append(errs, fmt.Errorf("queue %s exists but is not managed by rpd stack %s (it %s): %w; give the runner class another queue name (queue { name = … }) or remove that queue yourself", n, stack, who, ErrNotManaged))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fingerprint hashes the attributes rpd manages (not the message counts,
+// which change all the time).
+func fingerprint(info *QueueInfo) string {
+	if info == nil {
+		return "absent"
+	}
+	h := sha256.New()
+	a := info.Attributes
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%s", info.Name, a.VisibilityTimeout, a.Retention, a.Delay, a.Tags[StackTag])
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+func liveQueueEntry(info *QueueInfo) QueueEntry {
+	return QueueEntry{
+		Name:              info.Name,
+		VisibilityTimeout: Duration(info.Attributes.VisibilityTimeout),
+		Retention:         Duration(info.Attributes.Retention),
+		Delay:             Duration(info.Attributes.Delay),
+	}
+}
+
+func liveQueueValues(info *QueueInfo, stack string) Values {
+	return liveQueueEntry(info).values(info.Attributes.Tags[StackTag])
+}
+
+// planQueues decides each queue's change and records drift. A queue is
+// keyed by its runner class; its live object is found under the name rpd
+// recorded and under the desired name.
+func (p *Plan) planQueues(cur *RuntimeDoc, r *refreshed) {
+	stack := p.Stack
+	keys := map[string]bool{}
+	for k := range p.Desired.Queues {
+		keys[k] = true
+	}
+	for k := range cur.Queues {
+		keys[k] = true
+	}
+	for k := range r.orphans {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		addr := Address{TypeQueue, k}
+		des, hasDes := p.Desired.Queues[k]
+		rec, hasRec := cur.Queues[k]
+		if !hasRec {
+			if n, ok := r.orphans[k]; ok {
+				rec, hasRec = QueueEntry{Name: n}, true
+				// An orphan was never recorded: no drift to report.
+				if info := r.byName[n]; info != nil {
+					rec = liveQueueEntry(info)
+				}
+			}
+		}
+		var recInfo *QueueInfo
+		if hasRec {
+			recInfo = r.byName[rec.Name]
+			if recInfo != nil {
+				p.LiveQueues[k] = liveQueueEntry(recInfo)
+			}
+			if !rec.Retired || recInfo == nil {
+				p.driftQueue(addr, rec, recInfo)
+			}
+		}
+		if !hasDes {
+			if recInfo == nil {
+				p.Forget = append(p.Forget, k)
+				continue
+			}
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Delete, Before: liveQueueValues(recInfo, stack)})
+			continue
+		}
+		after := des.values(stack)
+		if hasRec && rec.Name != des.Name && recInfo != nil {
+			p.Changes = append(p.Changes, ResourceChange{
+				Address: addr, Action: DeleteThenCreate,
+				Before: liveQueueValues(recInfo, stack), After: after,
+				ReplacePaths: [][]string{{"name"}},
+			})
+			continue
+		}
+		info := r.byName[des.Name]
+		if info == nil {
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: after})
+			continue
+		}
+		p.LiveQueues[k] = liveQueueEntry(info)
+		before := liveQueueValues(info, stack)
+		act := NoOp
+		if len(ChangedAttributes(before, after)) > 0 {
+			act = Update
+		}
+		p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: act, Before: before, After: after})
+	}
+}
+
+func (p *Plan) driftQueue(addr Address, rec QueueEntry, info *QueueInfo) {
+	applied := rec.values(p.Stack)
+	if info == nil {
+		p.Drift = append(p.Drift, Drift{Address: addr, Before: applied})
+		return
+	}
+	now := liveQueueValues(info, p.Stack)
+	if len(ChangedAttributes(applied, now)) > 0 {
+		p.Drift = append(p.Drift, Drift{Address: addr, Before: applied, After: now})
+	}
+}
+
+// planRuntime diffs one kind of runtime resource: the live object is the
+// entry in the current runtime document.
+func planRuntime[E any](p *Plan, typ ResourceType, cur, desired map[string]E, values func(E) Values) {
+	for _, name := range sortedUnion(cur, desired) {
+		addr := Address{typ, name}
+		c, hasCur := cur[name]
+		d, hasDes := desired[name]
+		switch {
+		case !hasCur:
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: values(d)})
+		case !hasDes:
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Delete, Before: values(c)})
+		default:
+			before, after := values(c), values(d)
+			act := NoOp
+			if !reflect.DeepEqual(c, d) && len(ChangedAttributes(before, after)) > 0 {
+				act = Update
+			}
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: act, Before: before, After: after})
+		}
+	}
+}
+
+func sortedUnion[E any](a, b map[string]E) []string {
+	keys := make([]string, 0, len(b)+8)
+	for k := range b {
+		keys = append(keys, k)
+	}
+	for k := range a {
+		if _, ok := b[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// applyTargets keeps only the targeted changes and what they need: a
+// runner class needs its queue; deleting a queue needs its class's entry
+// gone first.
+func (p *Plan) applyTargets(targets []Address) error {
+	index := map[Address]int{}
+	for i, c := range p.Changes {
+		index[c.Address] = i
+	}
+	keep := map[Address]bool{}
+	var errs []error
+	for _, t := range targets {
+		if _, ok := index[t]; !ok {
+			errs = append(errs, fmt.Errorf("-target %s: %w in the configuration or the state; run rpd plan without -target to see every address", t, ErrUnknownTarget))
+			continue
+		}
+		keep[t] = true
+		switch t.Type {
+		case TypeRunnerClass:
+			keep[Address{TypeQueue, t.Name}] = true
+		case TypeQueue:
+			keep[Address{TypeRunnerClass, t.Name}] = true
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	p.Changes = slices.DeleteFunc(p.Changes, func(c ResourceChange) bool {
+		if !keep[c.Address] {
+			return true
+		}
+		return false
+	})
+	p.Drift = slices.DeleteFunc(p.Drift, func(d Drift) bool { return !keep[d.Address] })
+	p.Forget = nil
+	return nil
+}
+
+// warn adds the live impact of the planned changes.
+func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse map[string]BudgetUse) {
+	for _, c := range p.Changes {
+		switch c.Address.Type {
+		case TypeQueue:
+			if !c.Action.IsDestructive() {
+				continue
+			}
+			rec := cur.Queues[c.Address.Name]
+			name := rec.Name
+			if name == "" {
+				name = r.orphans[c.Address.Name]
+			}
+			if info := r.byName[name]; info != nil {
+				if n := info.Visible + info.InFlight + info.Delayed; n > 0 {
+					p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
+						"%s holds %d idle runners (%d visible, %d in flight, %d delayed); %s it discards them, so apply refuses unless run with -allow-destroy-nonempty or the class has allow_destroy = true",
+						c.Address, n, info.Visible, info.InFlight, info.Delayed, verbing(c.Action))})
+				}
+			}
+		case TypePool:
+			h := held[c.Address.Name]
+			if h == 0 {
+				continue
+			}
+			switch c.Action {
+			case Update:
+				if slots := p.Desired.Pools[c.Address.Name].Slots; slots < h {
+					p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
+						"%s: %d slots held; shrinking to %d makes new requests wait until %d are released", c.Address, h, slots, h-slots)})
+				}
+			case Delete:
+				extra := "apply refuses to delete it until they are released"
+				if cur.Pools[c.Address.Name].AllowDestroy {
+					extra = "allow_destroy is set, so their holders lose their slots"
+				}
+				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf("%s: %d slots held; %s", c.Address, h, extra)})
+			}
+		case TypeBudget:
+			use, ok := inUse[c.Address.Name]
+			if !ok || c.Action != Update {
+				continue
+			}
+			b := p.Desired.Budgets[c.Address.Name]
+			var low []string
+			if b.ScanRing < use.ScanRing {
+				low = append(low, fmt.Sprintf("scan_ring %s < %s in use", sizeValue(b.ScanRing), sizeValue(use.ScanRing)))
+			}
+			if b.DeltaCache < use.DeltaCache {
+				low = append(low, fmt.Sprintf("delta_cache %s < %s in use", sizeValue(b.DeltaCache), sizeValue(use.DeltaCache)))
+			}
+			if b.SpillSlots != nil && *b.SpillSlots < use.SpillSlots {
+				low = append(low, fmt.Sprintf("spill_slots %d < %d in use", *b.SpillSlots, use.SpillSlots))
+			}
+			if len(low) > 0 {
+				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
+					"%s: lowered below what is in use (%s); held permits are kept and new ones wait until enough is released", c.Address, strings.Join(low, ", "))})
+			}
+		}
+	}
+}
+
+func verbing(a Action) string {
+	if a == DeleteThenCreate {
+		return "replacing"
+	}
+	return "deleting"
+}

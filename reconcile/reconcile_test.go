@@ -1,0 +1,671 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/spec"
+)
+
+// testConfig is a small configuration built without the loader.
+func testConfig(stack string) *spec.Config {
+	spill := 16
+	return &spec.Config{
+		Stack:   stack,
+		Backend: spec.Backend{Type: "local", Path: ".rpd/state.db"},
+		RunnerClasses: []spec.RunnerClass{
+			testClass("medium", 2), testClass("small", 1),
+		},
+		Budgets: []spec.Budget{{Name: "scanner", ScanRing: 256 << 20, DeltaCache: 512 << 20, SpillSlots: &spill}},
+		VMCeilings: []spec.VMCeiling{{Name: "browser-vms", Max: 100, ClaimTTL: 2 * time.Minute, PollInterval: 5 * time.Second, StaleAfter: 30 * time.Second, Grant: spec.GrantNextUsage,
+			Usage: &spec.UsageSource{Type: "http", URL: "http://127.0.0.1:9000/usage", Field: "active", Timeout: 5 * time.Second}}},
+		Pools: []spec.Pool{
+			{Name: "database_pool", Slots: 3, Description: "heavy queries", LeaseTTL: 10 * time.Minute},
+			{Name: spec.DefaultPoolName, Slots: 16},
+		},
+		Priorities: []spec.Priority{{Name: "critical", Weight: 100}},
+	}
+}
+
+func testClass(name string, cpu int) spec.RunnerClass {
+	return spec.RunnerClass{
+		Name: name, CPU: cpu, Mem: uint64(cpu) << 31, InstanceTypes: []string{"c6i.*"},
+		Queue:  spec.QueueSpec{VisibilityTimeout: 30 * time.Second, Retention: 96 * time.Hour},
+		Pickup: spec.PickupSpec{RequeueDelay: 3 * time.Second, LocalExhaustion: 5, Mode: spec.PickupModeLease},
+	}
+}
+
+func mustPlan(t *testing.T, cfg *spec.Config, live Live, opts PlanOptions) *Plan {
+	t.Helper()
+	p, err := MakePlan(context.Background(), cfg, live, opts)
+	if err != nil {
+		t.Fatalf("MakePlan: %v", err)
+	}
+	return p
+}
+
+func mustApply(t *testing.T, cfg *spec.Config, f *fakeBackend) *ApplyResult {
+	t.Helper()
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{Who: "test@host"})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return res
+}
+
+// changed returns "ACTION ADDRESS" for every change that is not a no-op.
+func changed(p *Plan) []string {
+	var out []string
+	for _, c := range p.Changes {
+		if c.Action != NoOp {
+			out = append(out, c.Action.Symbol()+" "+c.Address.String())
+		}
+	}
+	return out
+}
+
+func TestPlanEmptyToFull(t *testing.T) {
+	f := newFakeBackend()
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	got := changed(p)
+	want := []string{
+		"+ queue.medium", "+ queue.small",
+		"+ runner_class.medium", "+ runner_class.small",
+		"+ budget.scanner", "+ vm_ceiling.browser-vms",
+		"+ pool.database_pool", "+ pool.default_pool", "+ priority.critical",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes:\n got %q\nwant %q", got, want)
+	}
+	if s := p.Summary(); s != (Summary{Add: 9}) {
+		t.Errorf("summary = %+v, want 9 to add", s)
+	}
+	if !p.HasChanges() {
+		t.Error("HasChanges = false")
+	}
+	if len(f.queueNames()) != 0 || f.version != 0 {
+		t.Error("MakePlan changed the backend")
+	}
+}
+
+func TestApplyConvergesThenNoChanges(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	res := mustApply(t, cfg, f)
+	if res.Done != (Summary{Add: 9}) {
+		t.Errorf("done = %+v, want 9 added", res.Done)
+	}
+	for _, r := range res.Results {
+		if r.Status != Succeeded {
+			t.Errorf("%s: %s %v", r.Address, r.Status, r.Err)
+		}
+	}
+	if got, want := f.queueNames(), []string{"ci-rp-medium", "ci-rp-small"}; !slices.Equal(got, want) {
+		t.Errorf("queues = %q, want %q", got, want)
+	}
+	doc := f.state()
+	if doc.Pools["database_pool"].Slots != 3 || doc.Lineage == "" || doc.RunnerClasses["medium"].Queue != "ci-rp-medium" {
+		t.Errorf("runtime document = %+v", doc)
+	}
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if p.HasChanges() || len(p.Drift) > 0 {
+		t.Fatalf("second plan has changes %q / drift %v", changed(p), p.Drift)
+	}
+	if f.lock != nil {
+		t.Error("lock still held after apply")
+	}
+	// Applying a no-change plan writes nothing.
+	v := f.version
+	if _, err := Apply(context.Background(), p, f.live(), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if f.version != v {
+		t.Errorf("no-op apply wrote the state: version %d -> %d", v, f.version)
+	}
+}
+
+func TestPlanUpdateInPlaceShowsOnlyChangedAttributes(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	cfg.Pools[0].Slots = 4
+	cfg.RunnerClasses[0].Queue.VisibilityTimeout = time.Minute
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if got, want := changed(p), []string{"~ queue.medium", "~ pool.database_pool"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	for _, c := range p.Changes {
+		if c.Action != Update {
+			continue
+		}
+		attrs := ChangedAttributes(c.Before, c.After)
+		want := map[string][]string{"queue.medium": {"visibility_timeout"}, "pool.database_pool": {"slots"}}[c.Address.String()]
+		if !slices.Equal(attrs, want) {
+			t.Errorf("%s changed %q, want %q", c.Address, attrs, want)
+		}
+	}
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{})
+	if err != nil || res.Done != (Summary{Change: 2}) {
+		t.Fatalf("apply: %+v %v", res.Done, err)
+	}
+	if q := f.queues["ci-rp-medium"]; q.Attributes.VisibilityTimeout != time.Minute {
+		t.Errorf("queue not updated: %+v", q.Attributes)
+	}
+	if p2 := mustPlan(t, cfg, f.live(), PlanOptions{}); p2.HasChanges() {
+		t.Errorf("not converged: %q", changed(p2))
+	}
+}
+
+func TestPlanQueueRenameIsReplace(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	cfg.RunnerClasses[1].Queue.Name = "ci-small-v2"
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if got, want := changed(p), []string{"-/+ queue.small", "~ runner_class.small"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	c := p.Changes[slices.IndexFunc(p.Changes, func(c ResourceChange) bool { return c.Address.String() == "queue.small" })]
+	if len(c.ReplacePaths) != 1 || c.ReplacePaths[0][0] != "name" {
+		t.Errorf("replace paths = %v", c.ReplacePaths)
+	}
+	if s := p.Summary(); s != (Summary{Add: 1, Change: 1, Destroy: 1}) {
+		t.Errorf("summary = %+v", s)
+	}
+	if _, err := Apply(context.Background(), p, f.live(), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.queueNames(), []string{"ci-rp-medium", "ci-small-v2"}; !slices.Equal(got, want) {
+		t.Errorf("queues = %q, want %q", got, want)
+	}
+	if p2 := mustPlan(t, cfg, f.live(), PlanOptions{}); p2.HasChanges() || len(p2.Drift) > 0 {
+		t.Errorf("not converged: %q %v", changed(p2), p2.Drift)
+	}
+}
+
+func TestRemovedClassDeletesQueueAndEntry(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	cfg.RunnerClasses = cfg.RunnerClasses[:1]
+	cfg.Priorities = nil
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if got, want := changed(p), []string{"- queue.small", "- runner_class.small", "- priority.critical"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{})
+	if err != nil || res.Done != (Summary{Destroy: 3}) {
+		t.Fatalf("apply: %+v %v", res.Done, err)
+	}
+	if got := f.queueNames(); !slices.Equal(got, []string{"ci-rp-medium"}) {
+		t.Errorf("queues = %q", got)
+	}
+	doc := f.state()
+	if _, ok := doc.Queues["small"]; ok {
+		t.Error("deleted queue still recorded")
+	}
+	if _, ok := doc.RunnerClasses["small"]; ok {
+		t.Error("deleted class still in the document")
+	}
+}
+
+func TestUnmanagedQueueIsAnError(t *testing.T) {
+	for _, tc := range []struct {
+		name, tag, want string
+	}{
+		{"untagged", "", "queue ci-rp-medium exists but is not managed by rpd stack ci (it has no rpd:stack tag)"},
+		{"other stack", "prod", "queue ci-rp-medium exists but is not managed by rpd stack ci (it belongs to rpd stack prod)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeBackend()
+			tags := map[string]string{}
+			if tc.tag != "" {
+				tags[StackTag] = tc.tag
+			}
+			f.queues["ci-rp-medium"] = &QueueInfo{Name: "ci-rp-medium", Attributes: QueueAttributes{Tags: tags}}
+			_, err := MakePlan(context.Background(), testConfig("ci"), f.live(), PlanOptions{})
+			if !errors.Is(err, ErrNotManaged) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUntaggedQueueWithStackPrefixIsLeftAlone(t *testing.T) {
+	f := newFakeBackend()
+	f.queues["ci-rp-stranger"] = &QueueInfo{Name: "ci-rp-stranger", Attributes: QueueAttributes{Tags: map[string]string{}}}
+	mustApply(t, testConfig("ci"), f)
+	if !slices.Contains(f.queueNames(), "ci-rp-stranger") {
+		t.Fatal("an untagged queue was deleted")
+	}
+}
+
+func TestOrphanTaggedQueueIsDeleted(t *testing.T) {
+	f := newFakeBackend()
+	f.queues["ci-rp-old"] = &QueueInfo{Name: "ci-rp-old", Attributes: QueueAttributes{Tags: map[string]string{StackTag: "ci"}}}
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	if !slices.Contains(changed(p), "- queue.old") {
+		t.Fatalf("changes = %q, want - queue.old", changed(p))
+	}
+}
+
+func TestDriftReportedSeparately(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	f.queues["ci-rp-medium"].Attributes.Retention = time.Hour
+	delete(f.queues, "ci-rp-small")
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	var drifted []string
+	for _, d := range p.Drift {
+		drifted = append(drifted, d.Address.String())
+	}
+	if !slices.Equal(drifted, []string{"queue.medium", "queue.small"}) {
+		t.Fatalf("drift = %q", drifted)
+	}
+	if p.Drift[1].After != nil {
+		t.Error("a deleted queue's drift has After values")
+	}
+	if got, want := changed(p), []string{"~ queue.medium", "+ queue.small"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	mustApply(t, cfg, f)
+	if p2 := mustPlan(t, cfg, f.live(), PlanOptions{}); p2.HasChanges() || len(p2.Drift) > 0 {
+		t.Errorf("not converged: %q %v", changed(p2), p2.Drift)
+	}
+}
+
+func TestRefreshOnlyRecordsDrift(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	f.queues["ci-rp-medium"].Attributes.Retention = time.Hour
+	p := mustPlan(t, cfg, f.live(), PlanOptions{RefreshOnly: true})
+	if len(changed(p)) != 0 || len(p.Drift) != 1 || !p.HasChanges() {
+		t.Fatalf("refresh-only plan: changes %q drift %v", changed(p), p.Drift)
+	}
+	if _, err := Apply(context.Background(), p, f.live(), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.state().Queues["medium"].Retention; got != Duration(time.Hour) {
+		t.Errorf("recorded retention = %v, want 1h", got)
+	}
+	if f.queues["ci-rp-medium"].Attributes.Retention != time.Hour {
+		t.Error("refresh-only apply changed the queue")
+	}
+	p2 := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if len(p2.Drift) != 0 || !slices.Equal(changed(p2), []string{"~ queue.medium"}) {
+		t.Errorf("after refresh-only: drift %v changes %q", p2.Drift, changed(p2))
+	}
+}
+
+func TestStalePlanIsRefused(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		change func(f *fakeBackend, cfg *spec.Config)
+	}{
+		{"state changed", func(f *fakeBackend, cfg *spec.Config) {
+			cfg.Pools[0].Slots = 9
+			mustApply(&testing.T{}, cfg, f)
+		}},
+		{"queue changed out of band", func(f *fakeBackend, cfg *spec.Config) {
+			f.queues["ci-rp-medium"].Attributes.Delay = time.Second
+		}},
+		{"queue appeared", func(f *fakeBackend, cfg *spec.Config) {
+			f.queues["ci-rp-new"] = &QueueInfo{Name: "ci-rp-new", Attributes: QueueAttributes{Tags: map[string]string{StackTag: "ci"}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeBackend()
+			cfg := testConfig("ci")
+			mustApply(t, cfg, f)
+			edited := testConfig("ci")
+			edited.Pools[1].Slots = 20
+			edited.RunnerClasses = append(edited.RunnerClasses, testClass("new", 4))
+			p := mustPlan(t, edited, f.live(), PlanOptions{})
+			tc.change(f, testConfig("ci"))
+			before, version := f.queueNames(), f.version
+			res, err := Apply(ctx, p, f.live(), ApplyOptions{})
+			if !errors.Is(err, ErrStalePlan) || !strings.Contains(err.Error(), "Saved plan is stale") {
+				t.Fatalf("err = %v, want stale", err)
+			}
+			if !slices.Equal(f.queueNames(), before) || f.version != version {
+				t.Error("a stale plan changed something")
+			}
+			for _, r := range res.Results {
+				if r.Status != Skipped {
+					t.Errorf("%s: %s", r.Address, r.Status)
+				}
+			}
+			if f.lock != nil {
+				t.Error("lock left held")
+			}
+		})
+	}
+}
+
+func TestApplyWaitsForLockThenFails(t *testing.T) {
+	f := newFakeBackend()
+	holder := LockInfo{ID: "abc123", Who: "bob@ci-7", Operation: "apply", Created: time.Now()}
+	if _, err := f.Lock(context.Background(), holder, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: 2 * time.Second, Clock: clock})
+		done <- err
+	}()
+	// Four retries of 500ms exhaust the 2s timeout.
+	for range 4 {
+		clock.step(t, lockRetryInterval)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("apply did not give up on the lock")
+	}
+	var le *LockedError
+	if !errors.As(err, &le) || le.Holder.Who != "bob@ci-7" || !strings.Contains(err.Error(), "-lock-timeout=2s") || !strings.Contains(err.Error(), "rpd force-unlock abc123") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(f.queueNames()) != 0 {
+		t.Error("applied without the lock")
+	}
+}
+
+func TestApplyWaitsForLockThenSucceeds(t *testing.T) {
+	f := newFakeBackend()
+	if _, err := f.Lock(context.Background(), LockInfo{ID: "other", Who: "bob@x"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: time.Minute, Clock: clock})
+		done <- err
+	}()
+	clock.step(t, lockRetryInterval)
+	if err := f.Unlock(context.Background(), "other"); err != nil {
+		t.Fatal(err)
+	}
+	clock.step(t, lockRetryInterval)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("apply did not take the released lock")
+	}
+}
+
+func TestPartialFailureContinuesIndependentChanges(t *testing.T) {
+	f := newFakeBackend()
+	f.fail = func(call string) error {
+		if call == "CreateQueue ci-rp-small" {
+			return errors.New("injected: throttled")
+		}
+		return nil
+	}
+	cfg := testConfig("ci")
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{})
+	if !errors.Is(err, ErrApplyIncomplete) || !strings.Contains(err.Error(), "injected: throttled") {
+		t.Fatalf("err = %v", err)
+	}
+	status := map[string]Status{}
+	for _, r := range res.Results {
+		status[r.Address.String()] = r.Status
+	}
+	want := map[string]Status{
+		"queue.medium": Succeeded, "queue.small": Failed,
+		"runner_class.medium": Succeeded, "runner_class.small": Skipped,
+		"budget.scanner": Succeeded, "vm_ceiling.browser-vms": Succeeded,
+		"pool.database_pool": Succeeded, "pool.default_pool": Succeeded, "priority.critical": Succeeded,
+	}
+	for k, w := range want {
+		if status[k] != w {
+			t.Errorf("%s: %s, want %s", k, status[k], w)
+		}
+	}
+	f.fail = nil
+	p2 := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if got, want := changed(p2), []string{"+ queue.small", "+ runner_class.small"}; !slices.Equal(got, want) {
+		t.Fatalf("re-plan = %q, want %q", got, want)
+	}
+	mustApply(t, cfg, f)
+	if p3 := mustPlan(t, cfg, f.live(), PlanOptions{}); p3.HasChanges() {
+		t.Errorf("not converged: %q", changed(p3))
+	}
+}
+
+func TestGuards(t *testing.T) {
+	ctx := context.Background()
+	t.Run("non-empty queue", func(t *testing.T) {
+		f := newFakeBackend()
+		cfg := testConfig("ci")
+		mustApply(t, cfg, f)
+		f.setMessages("ci-rp-small", 12, 1)
+		cfg.RunnerClasses = cfg.RunnerClasses[:1]
+		p := mustPlan(t, cfg, f.live(), PlanOptions{})
+		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "queue.small holds 13 idle runners") {
+			t.Fatalf("warnings = %v", p.Warnings)
+		}
+		_, err := Apply(ctx, p, f.live(), ApplyOptions{})
+		if !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "-allow-destroy-nonempty") {
+			t.Fatalf("err = %v", err)
+		}
+		if !slices.Contains(f.queueNames(), "ci-rp-small") {
+			t.Fatal("non-empty queue deleted")
+		}
+		p = mustPlan(t, cfg, f.live(), PlanOptions{})
+		if _, err := Apply(ctx, p, f.live(), ApplyOptions{AllowDestroyNonEmpty: true}); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(f.queueNames(), "ci-rp-small") {
+			t.Fatal("queue not deleted with AllowDestroyNonEmpty")
+		}
+	})
+	t.Run("class allow_destroy", func(t *testing.T) {
+		f := newFakeBackend()
+		cfg := testConfig("ci")
+		cfg.RunnerClasses[1].AllowDestroy = true
+		mustApply(t, cfg, f)
+		f.setMessages("ci-rp-small", 2, 0)
+		cfg.RunnerClasses = cfg.RunnerClasses[:1]
+		mustApply(t, cfg, f)
+		if slices.Contains(f.queueNames(), "ci-rp-small") {
+			t.Fatal("queue of an allow_destroy class not deleted")
+		}
+	})
+	t.Run("pool with held slots", func(t *testing.T) {
+		f := newFakeBackend()
+		cfg := testConfig("ci")
+		mustApply(t, cfg, f)
+		held := map[string]int{"database_pool": 3}
+		live := f.live()
+		live.Held = HeldSlotsFunc(func(context.Context) (map[string]int, error) { return held, nil })
+		cfg.Pools = cfg.Pools[1:]
+		p := mustPlan(t, cfg, live, PlanOptions{})
+		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "pool.database_pool: 3 slots held") {
+			t.Fatalf("warnings = %v", p.Warnings)
+		}
+		_, err := Apply(ctx, p, live, ApplyOptions{})
+		if !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "3 slots held") {
+			t.Fatalf("err = %v", err)
+		}
+		if _, ok := f.state().Pools["database_pool"]; !ok {
+			t.Fatal("pool with holders deleted")
+		}
+		held = nil
+		p = mustPlan(t, cfg, live, PlanOptions{})
+		if _, err := Apply(ctx, p, live, ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := f.state().Pools["database_pool"]; ok {
+			t.Fatal("released pool not deleted")
+		}
+	})
+}
+
+func TestWarnings(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	live := f.live()
+	live.Held = HeldSlotsFunc(func(context.Context) (map[string]int, error) { return map[string]int{"database_pool": 3}, nil })
+	live.Budgets = budgetsFunc(func(context.Context) (map[string]BudgetUse, error) {
+		return map[string]BudgetUse{"scanner": {ScanRing: 200 << 20, SpillSlots: 4}}, nil
+	})
+	cfg.Pools[0].Slots = 2
+	cfg.Budgets[0].ScanRing = 128 << 20
+	p := mustPlan(t, cfg, live, PlanOptions{})
+	var got []string
+	for _, w := range p.Warnings {
+		got = append(got, w.Summary)
+	}
+	want := []string{
+		"budget.scanner: lowered below what is in use (scan_ring 128MiB < 200MiB in use); held permits are kept and new ones wait until enough is released",
+		"pool.database_pool: 3 slots held; shrinking to 2 makes new requests wait until 1 are released",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings:\n got %q\nwant %q", got, want)
+	}
+}
+
+type budgetsFunc func(context.Context) (map[string]BudgetUse, error)
+
+func (f budgetsFunc) BudgetsInUse(ctx context.Context) (map[string]BudgetUse, error) { return f(ctx) }
+
+func TestTargets(t *testing.T) {
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	p := mustPlan(t, cfg, f.live(), PlanOptions{Targets: []Address{{TypeRunnerClass, "small"}, {TypePool, "default_pool"}}})
+	if got, want := changed(p), []string{"+ queue.small", "+ runner_class.small", "+ pool.default_pool"}; !slices.Equal(got, want) {
+		t.Fatalf("changes = %q, want %q", got, want)
+	}
+	mustApplyPlan(t, p, f)
+	if got := f.queueNames(); !slices.Equal(got, []string{"ci-rp-small"}) {
+		t.Errorf("queues = %q", got)
+	}
+	_, err := MakePlan(context.Background(), cfg, f.live(), PlanOptions{Targets: []Address{{TypePool, "nope"}}})
+	if !errors.Is(err, ErrUnknownTarget) || !strings.Contains(err.Error(), "-target pool.nope") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func mustApplyPlan(t *testing.T, p *Plan, f *fakeBackend) {
+	t.Helper()
+	if _, err := Apply(context.Background(), p, f.live(), ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStopSkipsEverythingNotStarted(t *testing.T) {
+	f := newFakeBackend()
+	stop := make(chan struct{})
+	close(stop)
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{Stop: stop})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, r := range res.Results {
+		if r.Status != Skipped {
+			t.Errorf("%s: %s", r.Address, r.Status)
+		}
+	}
+	mustApply(t, testConfig("ci"), f)
+}
+
+func TestStopAfterQueuesRecordsThem(t *testing.T) {
+	f := newFakeBackend()
+	stop := make(chan struct{})
+	f.fail = func(call string) error {
+		if call == "CreateQueue ci-rp-small" {
+			close(stop) // Ctrl-C while the queues are being created
+		}
+		return nil
+	}
+	cfg := testConfig("ci")
+	p := mustPlan(t, cfg, f.live(), PlanOptions{Parallelism: 1})
+	_, err := Apply(context.Background(), p, f.live(), ApplyOptions{Stop: stop, Parallelism: 1})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	f.fail = nil
+	doc := f.state()
+	if doc == nil || len(doc.Queues) != 2 || len(doc.Pools) != 0 {
+		t.Fatalf("after a graceful stop the document should record both created queues and nothing else: %+v", doc)
+	}
+	p2 := mustPlan(t, cfg, f.live(), PlanOptions{})
+	if len(p2.Drift) > 0 || slices.Contains(changed(p2), "+ queue.small") {
+		t.Fatalf("re-plan: %q drift %v", changed(p2), p2.Drift)
+	}
+	mustApply(t, cfg, f)
+}
+
+func TestProgressEvents(t *testing.T) {
+	f := newFakeBackend()
+	clock := newFakeClock()
+	release := make(chan struct{})
+	f.fail = func(call string) error {
+		if call == "CreateQueue ci-rp-medium" {
+			f.mu.Unlock()
+			// Two timers wait: the lock renewal and the "still" ticker.
+			clock.stepWhen(t, 2, 10*time.Second)
+			clock.stepWhen(t, 2, 10*time.Second)
+			<-release
+			f.mu.Lock()
+		}
+		return nil
+	}
+	var events []string
+	cfg := testConfig("ci")
+	cfg.RunnerClasses = cfg.RunnerClasses[:1]
+	p := mustPlan(t, cfg, f.live(), PlanOptions{})
+	go func() {
+		time.Sleep(10 * time.Millisecond)
+		close(release)
+	}()
+	_, err := Apply(context.Background(), p, f.live(), ApplyOptions{Clock: clock, Parallelism: 1, Progress: func(e Event) {
+		if e.Address.Type == TypeQueue {
+			events = append(events, fmt.Sprintf("%d %s %s", e.Kind, e.Address, e.Elapsed))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) < 3 || events[0] != "0 queue.medium 0s" || events[len(events)-1] != "2 queue.medium 20s" || !strings.HasPrefix(events[1], "1 queue.medium 10s") {
+		t.Fatalf("events = %q", events)
+	}
+}
+
+func TestWrongStackState(t *testing.T) {
+	f := newFakeBackend()
+	mustApply(t, testConfig("ci"), f)
+	_, err := MakePlan(context.Background(), testConfig("prod"), f.live(), PlanOptions{})
+	if !errors.Is(err, ErrWrongStack) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestCorruptStateIsAnError(t *testing.T) {
+	f := newFakeBackend()
+	f.doc, f.version = []byte(`{"format_version": 1, "stack": "ci", "pools": {"x": {"slots": "many"}}}`), 3
+	_, err := MakePlan(context.Background(), testConfig("ci"), f.live(), PlanOptions{})
+	if !errors.Is(err, ErrDocFormat) || !strings.Contains(err.Error(), "version 3") {
+		t.Fatalf("err = %v", err)
+	}
+}

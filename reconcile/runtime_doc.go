@@ -1,0 +1,359 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rpdhq/rpd/spec"
+)
+
+// RuntimeDocFormat is the format version of the runtime document. Decode
+// refuses documents written by a newer rpd.
+const RuntimeDocFormat = 1
+
+// RuntimeDoc is the runtime configuration of one stack as rpd apply last
+// wrote it to the backend's state store. Daemons follow it (rpd serve reads
+// it and hot-applies each new version); rpd plan diffs against it.
+//
+// Besides the runtime resources it records, for every queue rpd manages,
+// the attributes rpd last applied: that is how plan tells drift (the queue
+// changed out of band) from a configuration change, and how it finds a
+// managed queue whose class was removed.
+type RuntimeDoc struct {
+	FormatVersion int    `json:"format_version"`
+	Stack         string `json:"stack"`
+	// Lineage identifies this state since its first apply; a saved plan
+	// made against another state (same stack name, other backend) is
+	// refused.
+	Lineage string `json:"lineage,omitempty"`
+
+	RunnerClasses map[string]ClassEntry    `json:"runner_classes"`
+	Budgets       map[string]BudgetEntry   `json:"budgets"`
+	VMCeilings    map[string]CeilingEntry  `json:"vm_ceilings"`
+	Pools         map[string]PoolEntry     `json:"pools"`
+	Priorities    map[string]PriorityEntry `json:"priorities"`
+	// Queues is keyed by runner class name.
+	Queues map[string]QueueEntry `json:"queues"`
+}
+
+// ClassEntry is a runner class's runtime settings.
+type ClassEntry struct {
+	Queue           string   `json:"queue"` // the queue's name
+	CPU             int      `json:"cpu"`
+	Mem             uint64   `json:"mem"` // bytes
+	InstanceTypes   []string `json:"instance_types"`
+	RequeueDelay    Duration `json:"requeue_delay"`
+	LocalExhaustion int      `json:"local_exhaustion"`
+	Mode            string   `json:"mode"`
+	AllowDestroy    bool     `json:"allow_destroy,omitempty"`
+}
+
+// BudgetEntry is a fat-job budget (seed 002).
+type BudgetEntry struct {
+	ScanRing   uint64 `json:"scan_ring"`   // bytes
+	DeltaCache uint64 `json:"delta_cache"` // bytes
+	SpillSlots *int   `json:"spill_slots"` // nil = unlimited
+}
+
+// CeilingEntry is a VM ceiling (seed 003).
+type CeilingEntry struct {
+	Max          int         `json:"max"`
+	ClaimTTL     Duration    `json:"claim_ttl"`
+	PollInterval Duration    `json:"poll_interval"`
+	StaleAfter   Duration    `json:"stale_after"`
+	Grant        string      `json:"grant"`
+	Usage        *UsageEntry `json:"usage,omitempty"`
+}
+
+// UsageEntry is a VM ceiling's usage source.
+type UsageEntry struct {
+	Type    string   `json:"type"`
+	URL     string   `json:"url"`
+	Field   string   `json:"field"`
+	Timeout Duration `json:"timeout"`
+}
+
+// PoolEntry is a named pool (seed 004).
+type PoolEntry struct {
+	Slots        int      `json:"slots"`
+	Description  string   `json:"description,omitempty"`
+	LeaseTTL     Duration `json:"lease_ttl"`
+	MaxQueued    int      `json:"max_queued"`
+	AllowDestroy bool     `json:"allow_destroy,omitempty"`
+}
+
+// PriorityEntry is a named priority weight.
+type PriorityEntry struct {
+	Weight int `json:"weight"`
+}
+
+// QueueEntry records a queue as rpd applied it.
+type QueueEntry struct {
+	Name              string   `json:"name"`
+	VisibilityTimeout Duration `json:"visibility_timeout"`
+	Retention         Duration `json:"retention"`
+	Delay             Duration `json:"delay"`
+	// Retired marks a queue whose class is gone and which apply is about
+	// to delete; it stays recorded until the delete succeeds so that an
+	// interrupted apply still finds it.
+	Retired bool `json:"retired,omitempty"`
+}
+
+// Attributes converts the entry to what a QueueAdmin takes, tagged with stack.
+func (q QueueEntry) Attributes(stack string) QueueAttributes {
+	return QueueAttributes{
+		VisibilityTimeout: time.Duration(q.VisibilityTimeout),
+		Retention:         time.Duration(q.Retention),
+		Delay:             time.Duration(q.Delay),
+		Tags:              map[string]string{StackTag: stack},
+	}
+}
+
+// ErrDocFormat: the runtime document was written by a newer rpd, or is not
+// a runtime document.
+var ErrDocFormat = errors.New("unsupported runtime document")
+
+// NewRuntimeDoc returns an empty document for stack.
+func NewRuntimeDoc(stack string) *RuntimeDoc {
+	return &RuntimeDoc{
+		FormatVersion: RuntimeDocFormat,
+		Stack:         stack,
+		RunnerClasses: map[string]ClassEntry{},
+		Budgets:       map[string]BudgetEntry{},
+		VMCeilings:    map[string]CeilingEntry{},
+		Pools:         map[string]PoolEntry{},
+		Priorities:    map[string]PriorityEntry{},
+		Queues:        map[string]QueueEntry{},
+	}
+}
+
+// Encode renders the document as indented JSON with sorted keys, so equal
+// documents encode to equal bytes.
+func (d *RuntimeDoc) Encode() ([]byte, error) {
+	b, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode runtime document: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// DecodeRuntimeDoc parses a document written by Encode. Unknown fields and
+// newer format versions are errors wrapping ErrDocFormat: a daemon must not
+// run a configuration it only half understands.
+func DecodeRuntimeDoc(b []byte) (*RuntimeDoc, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	d := NewRuntimeDoc("")
+	d.FormatVersion = 0
+	if err := dec.Decode(d); err != nil {
+		return nil, fmt.Errorf("%w: %v; the state store holds something rpd cannot read — inspect it, or restore it from a backup", ErrDocFormat, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the document", ErrDocFormat)
+	}
+	switch {
+	case d.FormatVersion == 0:
+		return nil, fmt.Errorf("%w: no format_version", ErrDocFormat)
+	case d.FormatVersion > RuntimeDocFormat:
+		return nil, fmt.Errorf("%w: format_version %d was written by a newer rpd (this one reads up to %d); upgrade rpd", ErrDocFormat, d.FormatVersion, RuntimeDocFormat)
+	}
+	d.fillMaps()
+	return d, nil
+}
+
+func (d *RuntimeDoc) fillMaps() {
+	if d.RunnerClasses == nil {
+		d.RunnerClasses = map[string]ClassEntry{}
+	}
+	if d.Budgets == nil {
+		d.Budgets = map[string]BudgetEntry{}
+	}
+	if d.VMCeilings == nil {
+		d.VMCeilings = map[string]CeilingEntry{}
+	}
+	if d.Pools == nil {
+		d.Pools = map[string]PoolEntry{}
+	}
+	if d.Priorities == nil {
+		d.Priorities = map[string]PriorityEntry{}
+	}
+	if d.Queues == nil {
+		d.Queues = map[string]QueueEntry{}
+	}
+}
+
+// Clone returns a deep copy.
+func (d *RuntimeDoc) Clone() *RuntimeDoc {
+	c := *d
+	c.RunnerClasses = maps.Clone(d.RunnerClasses)
+	for k, v := range c.RunnerClasses {
+		v.InstanceTypes = slices.Clone(v.InstanceTypes)
+		c.RunnerClasses[k] = v
+	}
+	c.Budgets = maps.Clone(d.Budgets)
+	for k, v := range c.Budgets {
+		if v.SpillSlots != nil {
+			n := *v.SpillSlots
+			v.SpillSlots = &n
+		}
+		c.Budgets[k] = v
+	}
+	c.VMCeilings = maps.Clone(d.VMCeilings)
+	for k, v := range c.VMCeilings {
+		if v.Usage != nil {
+			u := *v.Usage
+			v.Usage = &u
+		}
+		c.VMCeilings[k] = v
+	}
+	c.Pools = maps.Clone(d.Pools)
+	c.Priorities = maps.Clone(d.Priorities)
+	c.Queues = maps.Clone(d.Queues)
+	c.fillMaps()
+	return &c
+}
+
+// DefaultQueueName is the queue name of a class that does not set one.
+func DefaultQueueName(stack, class string) string { return stack + "-rp-" + class }
+
+// DesiredDoc converts a loaded configuration into the runtime document that
+// applying it would produce (without lineage).
+func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
+	d := NewRuntimeDoc(cfg.Stack)
+	for _, c := range cfg.RunnerClasses {
+		qn := c.Queue.Name
+		if qn == "" {
+			qn = DefaultQueueName(cfg.Stack, c.Name)
+		}
+		d.RunnerClasses[c.Name] = ClassEntry{
+			Queue:           qn,
+			CPU:             c.CPU,
+			Mem:             c.Mem,
+			InstanceTypes:   slices.Clone(c.InstanceTypes),
+			RequeueDelay:    Duration(c.Pickup.RequeueDelay),
+			LocalExhaustion: c.Pickup.LocalExhaustion,
+			Mode:            c.Pickup.Mode,
+			AllowDestroy:    c.AllowDestroy,
+		}
+		d.Queues[c.Name] = QueueEntry{
+			Name:              qn,
+			VisibilityTimeout: Duration(c.Queue.VisibilityTimeout),
+			Retention:         Duration(c.Queue.Retention),
+			Delay:             Duration(c.Queue.Delay),
+		}
+	}
+	for _, b := range cfg.Budgets {
+		e := BudgetEntry{ScanRing: b.ScanRing, DeltaCache: b.DeltaCache}
+		if b.SpillSlots != nil {
+			n := *b.SpillSlots
+			e.SpillSlots = &n
+		}
+		d.Budgets[b.Name] = e
+	}
+	for _, v := range cfg.VMCeilings {
+		e := CeilingEntry{
+			Max:          v.Max,
+			ClaimTTL:     Duration(v.ClaimTTL),
+			PollInterval: Duration(v.PollInterval),
+			StaleAfter:   Duration(v.StaleAfter),
+			Grant:        v.Grant,
+		}
+		if v.Usage != nil {
+			e.Usage = &UsageEntry{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: Duration(v.Usage.Timeout)}
+		}
+		d.VMCeilings[v.Name] = e
+	}
+	for _, p := range cfg.Pools {
+		d.Pools[p.Name] = PoolEntry{Slots: p.Slots, Description: p.Description, LeaseTTL: Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, AllowDestroy: p.AllowDestroy}
+	}
+	for _, p := range cfg.Priorities {
+		d.Priorities[p.Name] = PriorityEntry{Weight: p.Weight}
+	}
+	return d
+}
+
+// Config converts the document back into a spec.Config (without source
+// ranges), so a daemon can build its runtime components from the state
+// store the same way it builds them from HCL. Slices are sorted by name.
+func (d *RuntimeDoc) Config() *spec.Config {
+	cfg := &spec.Config{Stack: d.Stack}
+	for _, name := range slices.Sorted(maps.Keys(d.RunnerClasses)) {
+		c := d.RunnerClasses[name]
+		rc := spec.RunnerClass{
+			Name: name, CPU: c.CPU, Mem: c.Mem, InstanceTypes: slices.Clone(c.InstanceTypes),
+			Queue:        spec.QueueSpec{Name: c.Queue},
+			Pickup:       spec.PickupSpec{RequeueDelay: time.Duration(c.RequeueDelay), LocalExhaustion: c.LocalExhaustion, Mode: c.Mode},
+			AllowDestroy: c.AllowDestroy,
+		}
+		if q, ok := d.Queues[name]; ok {
+			rc.Queue.VisibilityTimeout = time.Duration(q.VisibilityTimeout)
+			rc.Queue.Retention = time.Duration(q.Retention)
+			rc.Queue.Delay = time.Duration(q.Delay)
+		}
+		cfg.RunnerClasses = append(cfg.RunnerClasses, rc)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Budgets)) {
+		b := d.Budgets[name]
+		sb := spec.Budget{Name: name, ScanRing: b.ScanRing, DeltaCache: b.DeltaCache}
+		if b.SpillSlots != nil {
+			n := *b.SpillSlots
+			sb.SpillSlots = &n
+		}
+		cfg.Budgets = append(cfg.Budgets, sb)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.VMCeilings)) {
+		v := d.VMCeilings[name]
+		sv := spec.VMCeiling{Name: name, Max: v.Max, ClaimTTL: time.Duration(v.ClaimTTL), PollInterval: time.Duration(v.PollInterval), StaleAfter: time.Duration(v.StaleAfter), Grant: v.Grant}
+		if v.Usage != nil {
+			sv.Usage = &spec.UsageSource{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: time.Duration(v.Usage.Timeout)}
+		}
+		cfg.VMCeilings = append(cfg.VMCeilings, sv)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Pools)) {
+		p := d.Pools[name]
+		cfg.Pools = append(cfg.Pools, spec.Pool{Name: name, Slots: p.Slots, Description: p.Description, LeaseTTL: time.Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, AllowDestroy: p.AllowDestroy})
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.Priorities)) {
+		cfg.Priorities = append(cfg.Priorities, spec.Priority{Name: name, Weight: d.Priorities[name].Weight})
+	}
+	return cfg
+}
+
+// Duration is a time.Duration that reads and writes JSON as Go's duration
+// syntax ("30s", "96h0m0s").
+type Duration time.Duration
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a string in Go's duration syntax.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("bad duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// String renders the duration compactly: "30s", "1h30m", "96h".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

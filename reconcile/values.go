@@ -1,0 +1,146 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/json"
+	"maps"
+	"slices"
+)
+
+// Values are a resource's attributes as the plan shows them: attribute name
+// to a JSON value (string, number, bool, list of strings, map of strings, or
+// nil). Sizes and durations are rendered as strings ("4GiB", "30s") so that
+// a reader sees what they wrote.
+type Values map[string]any
+
+// ChangedAttributes lists, sorted, the attributes whose values differ
+// between before and after (present in either).
+func ChangedAttributes(before, after Values) []string {
+	var out []string
+	for k, a := range after {
+		if b, ok := before[k]; !ok || !valueEqual(a, b) {
+			out = append(out, k)
+		}
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SortedKeys returns the attribute names in order.
+func (v Values) SortedKeys() []string { return slices.Sorted(maps.Keys(v)) }
+
+// valueEqual compares through JSON so that values read back from a saved
+// plan (json.Number, []any) compare equal to freshly built ones.
+func valueEqual(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func sizeValue(n uint64) string {
+	for _, u := range []struct {
+		name string
+		mult uint64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return formatUint(n/u.mult) + u.name
+		}
+	}
+	return formatUint(n) + "B"
+}
+
+func formatUint(n uint64) string {
+	var buf [20]byte
+	i := len(buf)
+	for {
+		i--
+		buf[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(buf[i:])
+		}
+	}
+}
+
+func (q QueueEntry) values(stack string) Values {
+	return Values{
+		"name":               q.Name,
+		"visibility_timeout": q.VisibilityTimeout.String(),
+		"retention":          q.Retention.String(),
+		"delay":              q.Delay.String(),
+		"tags":               map[string]string{StackTag: stack},
+	}
+}
+
+func queueInfoValues(info QueueInfo) Values {
+	tags := maps.Clone(info.Attributes.Tags)
+	if tags == nil {
+		tags = map[string]string{}
+	}
+	return Values{
+		"name":               info.Name,
+		"visibility_timeout": Duration(info.Attributes.VisibilityTimeout).String(),
+		"retention":          Duration(info.Attributes.Retention).String(),
+		"delay":              Duration(info.Attributes.Delay).String(),
+		"tags":               tags,
+	}
+}
+
+func (c ClassEntry) values() Values {
+	types := c.InstanceTypes
+	if types == nil {
+		types = []string{}
+	}
+	return Values{
+		"queue":            c.Queue,
+		"cpu":              c.CPU,
+		"mem":              sizeValue(c.Mem),
+		"instance_types":   types,
+		"requeue_delay":    c.RequeueDelay.String(),
+		"local_exhaustion": c.LocalExhaustion,
+		"mode":             c.Mode,
+		"allow_destroy":    c.AllowDestroy,
+	}
+}
+
+func (b BudgetEntry) values() Values {
+	v := Values{"scan_ring": sizeValue(b.ScanRing), "delta_cache": sizeValue(b.DeltaCache), "spill_slots": nil}
+	if b.SpillSlots != nil {
+		v["spill_slots"] = *b.SpillSlots
+	}
+	return v
+}
+
+func (c CeilingEntry) values() Values {
+	v := Values{
+		"max":           c.Max,
+		"claim_ttl":     c.ClaimTTL.String(),
+		"poll_interval": c.PollInterval.String(),
+		"stale_after":   c.StaleAfter.String(),
+		"grant":         c.Grant,
+	}
+	if c.Usage != nil {
+		v["usage.type"] = c.Usage.Type
+		v["usage.url"] = c.Usage.URL
+		v["usage.field"] = c.Usage.Field
+		v["usage.timeout"] = c.Usage.Timeout.String()
+	}
+	return v
+}
+
+func (p PoolEntry) values() Values {
+	return Values{
+		"slots":         p.Slots,
+		"description":   p.Description,
+		"lease_ttl":     p.LeaseTTL.String(),
+		"max_queued":    p.MaxQueued,
+		"allow_destroy": p.AllowDestroy,
+	}
+}
+
+func (p PriorityEntry) values() Values { return Values{"weight": p.Weight} }
