@@ -73,6 +73,9 @@ func (c *Claim) WorkerID() string { return c.workerID }
 // Count returns the number of VMs the claim covers.
 func (c *Claim) Count() int { return c.count }
 
+// GrantedAt returns when the claim was granted.
+func (c *Claim) GrantedAt() time.Time { return c.grantedAt }
+
 // ExpiresAt returns when the claim stops counting if it is not confirmed.
 func (c *Claim) ExpiresAt() time.Time { return c.expiresAt }
 

@@ -109,6 +109,11 @@ func runSimulation(seed uint64, arm simArm, clk *fakeClock) simResult {
 	for i := range workers {
 		workers[i] = &simWorker{name: fmt.Sprintf("w%02d", i), nextAsk: clk.Now().Add(dur(0, 30*time.Second))}
 	}
+	type simFigure struct {
+		n          int
+		at, arrive time.Time
+	}
+	var inFlight []simFigure // in taking order; latency < poll interval keeps arrival order too
 	var res simResult
 	outageUntil := time.Time{}
 	for tick := 0; tick < simTicks; tick++ {
@@ -132,6 +137,13 @@ func runSimulation(seed uint64, arm simArm, clk *fakeClock) simResult {
 			}
 		}
 
+		// Figures arrive some time after they were taken (the poll's own
+		// latency); a figure is as of when it was taken.
+		for len(inFlight) > 0 && !now.Before(inFlight[0].arrive) {
+			arm.observe(inFlight[0].n, inFlight[0].at)
+			inFlight = inFlight[1:]
+		}
+
 		if tick%int(simPoll/simTick) == 0 {
 			if rng.Float64() < 0.002 { // a 40-second outage: longer than stale_after
 				outageUntil = now.Add(40 * time.Second)
@@ -151,7 +163,7 @@ func runSimulation(seed uint64, arm simArm, clk *fakeClock) simResult {
 					}
 				}
 				vms = kept
-				arm.observe(n, now)
+				inFlight = append(inFlight, simFigure{n: n, at: now, arrive: now.Add(dur(0, 3*time.Second))})
 			}
 		}
 
