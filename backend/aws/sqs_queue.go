@@ -74,6 +74,8 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility, wait time.Dura
 		VisibilityTimeout:           seconds(visibility),
 		WaitTimeSeconds:             seconds(wait),
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+		// The deprecated form too: local-aws-sqs reads only this one.
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeName(types.MessageSystemAttributeNameApproximateReceiveCount)},
 	})
 	if err != nil {
 		return nil, q.b.sqsError("ReceiveMessage", q.name, err)
