@@ -172,9 +172,9 @@ func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 	l.mu.Lock()
 	now := l.clock.Now()
 	l.sweepLocked(now)
-	if req.Count > l.cfg.Max {
+	if limit := l.cfg.Max; req.Count > limit {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("%w (max %d, request for %d)", ErrTooLarge, l.cfg.Max, req.Count)
+		return nil, fmt.Errorf("%w (max %d, request for %d)", ErrTooLarge, limit, req.Count)
 	}
 	stale := l.staleLocked(now)
 	if l.cfg.Grant == GrantImmediate && l.waiters.Len() == 0 && !stale && l.fitsLocked(req.Count) {
