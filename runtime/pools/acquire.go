@@ -55,6 +55,9 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 		return nil, fmt.Errorf("pools: task %q in pool %q: slots %d, TTL %v, timeout %v: %w (none may be negative)", req.TaskID, p.name, req.Slots, req.TTL, req.Timeout, ErrInvalidRequest)
 	}
 	if err := ctx.Err(); err != nil {
+		p.mu.Lock()
+		p.stats.Cancelled++
+		p.mu.Unlock()
 		return nil, fmt.Errorf("pools: task %q in pool %q: %w", req.TaskID, p.name, err)
 	}
 	l := &Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, ttl: req.TTL, index: -1}

@@ -269,7 +269,7 @@ type PoolStatus struct {
 type PoolStats struct {
 	Granted   uint64 // leases handed to callers (Restore not included)
 	Released  uint64 // leases released by their holders
-	Cancelled uint64 // requests whose context ended before a grant
+	Cancelled uint64 // requests whose context ended before a grant (or before the call)
 	TimedOut  uint64 // requests whose Request.Timeout elapsed
 	Expired   uint64 // leases whose TTL elapsed; their slots came back
 	Rejected  uint64 // ErrExceedsCapacity, ErrQueueFull, or a store failure at grant

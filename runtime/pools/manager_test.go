@@ -82,8 +82,8 @@ func TestAcquireBadInput(t *testing.T) {
 		}
 	}
 	st := mustStatus(t, m, "db")
-	if st.Used != 0 || st.Queued != 0 || st.Stats.Rejected != 1 {
-		t.Fatalf("after bad requests: used %d queued %d rejected %d, want 0 0 1", st.Used, st.Queued, st.Stats.Rejected)
+	if st.Used != 0 || st.Queued != 0 || st.Stats.Rejected != 1 || st.Stats.Cancelled != 1 {
+		t.Fatalf("after bad requests: used %d queued %d rejected %d cancelled %d, want 0 0 1 1", st.Used, st.Queued, st.Stats.Rejected, st.Stats.Cancelled)
 	}
 }
 

@@ -106,9 +106,9 @@ func TestStressInvariants(t *testing.T) {
 		released += st.Stats.Released
 		cancelled += st.Stats.Cancelled
 	}
-	t.Logf("%d acquires, %d cancelled while waiting", attempts.Load(), cancelled)
+	t.Logf("%d acquires, %d cancelled", attempts.Load(), cancelled)
 	if cancelled == 0 {
-		t.Error("no request was cancelled while waiting; the test exercised nothing of cancellation")
+		t.Error("no request was cancelled; the test exercised nothing of cancellation")
 	}
 	if granted != released || granted+cancelled != uint64(attempts.Load()) || cancelled != uint64(cancels.Load()) {
 		t.Fatalf("granted %d released %d cancelled %d; attempts %d cancels seen %d", granted, released, cancelled, attempts.Load(), cancels.Load())
