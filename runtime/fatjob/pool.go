@@ -1,0 +1,552 @@
+package fatjob
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrExceedsCapacity is wrapped by Acquire when a request is larger than the
+// pool's total budget of some resource, so that it could never be granted:
+// at the call, or for a queued request, after a Reconfigure shrank the pool.
+var ErrExceedsCapacity = errors.New("fatjob: request exceeds the pool's total capacity")
+
+// Pool is a system-wide budget of scan-ring bytes, delta-cache bytes and
+// spill slots, handed out as all-or-nothing Permits. It is safe for
+// concurrent use; create it with New.
+//
+// # Fairness
+//
+// Acquire waits in one FIFO queue. When resources are released, queued
+// requests are granted strictly in arrival order: if the request at the head
+// does not fit, none behind it is considered, even one that would fit. This
+// is what keeps a large job from being starved by a stream of small ones (the
+// seed's limitations 1 and 2), and it is the policy of
+// golang.org/x/sync/semaphore. The trade-off: while a large request waits at
+// the head, free capacity it cannot use yet stays idle, and small requests
+// behind it wait too. TryAcquire never jumps the queue either: while any
+// request is queued it fails (except for the empty Request, which takes
+// nothing and so cannot delay anyone).
+//
+// # How it is built
+//
+// The three budgets are atomic counters of what is available. When no
+// request is queued and no Reconfigure is running, TryAcquire, Acquire and
+// Release touch only these counters (three compare-and-swap loops in the
+// fixed order scan ring → delta cache → spill slot, with rollback) plus one
+// read of a gate word, and never take the mutex. Queued requests, Reconfigure
+// and the hand-off to waiters run under the mutex. The gate's low 32 bits
+// count queued requests plus a running Reconfigure, and its high 32 bits are
+// a version bumped with every change: a lock-free acquisition that sees the
+// gate move while it holds resources gives them back and retries under the
+// mutex, so it can never overtake a request that was queued in the meantime,
+// nor mix two configurations. A Release or rollback always reads the gate
+// after returning resources, and a request always raises the gate before its
+// last attempt ahead of queueing; with sequentially consistent atomics one
+// of the two sees the other, so no release is missed by a waiter.
+type Pool struct {
+	// Available amount of each budget: total minus held. Negative after a
+	// Reconfigure shrank a budget below what is held; a grant never makes it
+	// negative.
+	scan, delta, spill atomic.Int64
+	// gate: low 32 bits = queued requests + running Reconfigure (the
+	// lock-free path is closed while non-zero); high 32 bits = version.
+	gate           atomic.Uint64
+	spillUnlimited atomic.Bool
+
+	// block hands out the permits of the lock-free path and counts them.
+	block atomic.Pointer[permitBlock]
+
+	denied, waited, waitNanos, cancelled atomic.Uint64
+
+	// floor[i] is the available amount of budget i right after New or the
+	// last Reconfigure (written under mu). Until the next Reconfigure the
+	// available amount never falls below min(0, floor[i]): releases raise
+	// it and grants never take it below 0. The tests check this invariant,
+	// which is sum(held) ≤ total whenever no shrink left more held.
+	floor [3]atomic.Int64
+
+	now func() time.Time
+
+	mu    sync.Mutex
+	cfg   Config    // guarded by mu; SpillSlots points to the pool's own copy
+	queue list.List // guarded by mu; of *waiter, FIFO
+}
+
+const (
+	gateEnter = 1<<32 + 1 // version+1, count+1
+	gateLeave = 1<<32 - 1 // version+1, count-1 (the borrow carries into the version)
+)
+
+// Indexes of floor.
+const (
+	resScan = iota
+	resDelta
+	resSpill
+)
+
+type waiter struct {
+	req   Request
+	since time.Time
+	elem  *list.Element
+	// ready is closed once perm or err is set (under Pool.mu).
+	ready  chan struct{}
+	perm   *Permit
+	err    error
+	waited time.Duration
+}
+
+// Option configures a Pool at New.
+type Option func(*Pool)
+
+// WithClock sets the clock used to measure how long requests wait
+// (Stats.WaitTime); the default is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(p *Pool) { p.now = now }
+}
+
+// New returns a full pool with the budgets of cfg, or the error of
+// cfg.Validate.
+func New(cfg Config, opts ...Option) (*Pool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{now: time.Now}
+	for _, opt := range opts {
+		opt(p)
+	}
+	cfg = cfg.clone()
+	p.cfg = cfg
+	p.scan.Store(int64(cfg.ScanRingBytes))
+	p.delta.Store(int64(cfg.DeltaCacheBytes))
+	p.spill.Store(cfg.spillTotal())
+	p.spillUnlimited.Store(cfg.SpillSlots == nil)
+	p.block.Store(&permitBlock{})
+	p.floor[resScan].Store(p.scan.Load())
+	p.floor[resDelta].Store(p.delta.Load())
+	p.floor[resSpill].Store(p.spill.Load())
+	return p, nil
+}
+
+func (c Config) clone() Config {
+	if c.SpillSlots != nil {
+		c.SpillSlots = LimitedSpill(*c.SpillSlots)
+	}
+	return c
+}
+
+// TryAcquire takes everything r asks for, or nothing. It never blocks and
+// never overtakes a queued Acquire. On success it returns the permit and
+// true; otherwise nil and false, and the pool is unchanged.
+//
+// Resources are taken in the fixed order scan ring → delta cache → spill
+// slot; when one is short, those already taken are put back.
+func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
+	if r.isEmpty() {
+		return p.grant(r, SpillNotRequested), true
+	}
+	perm, raced := p.tryFast(r)
+	if perm != nil {
+		return perm, true
+	}
+	if !raced {
+		p.denied.Add(1)
+		return nil, false
+	}
+	p.mu.Lock()
+	if p.queue.Len() == 0 {
+		// Holding mu with an empty queue, the gate is closed to nobody but
+		// lock-free acquirers, which compete through the same CAS loops.
+		if spill, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
+			p.mu.Unlock()
+			return p.grant(r, spill), true
+		}
+	}
+	p.mu.Unlock()
+	p.denied.Add(1)
+	return nil, false
+}
+
+// Acquire takes everything r asks for, waiting in FIFO order until it fits
+// or ctx is done.
+//
+// On success it returns the permit. If ctx is done before the request is
+// granted, it returns ctx.Err() and leaves the pool unchanged: a grant that
+// races the cancellation is given back (and passed on to the next waiters),
+// and a cancelled request at the head of the queue lets the ones behind it
+// be considered. A ctx that is already done fails even if the request would
+// fit. A request larger than the pool's total of some resource fails at once
+// with an error wrapping ErrExceedsCapacity, and so does a queued request
+// when a Reconfigure shrinks the pool below it.
+func (p *Pool) Acquire(ctx context.Context, r Request) (*Permit, error) {
+	done := ctx.Done()
+	if done != nil {
+		select {
+		case <-done:
+			p.cancelled.Add(1)
+			return nil, ctx.Err()
+		default:
+		}
+	}
+	if r.isEmpty() {
+		return p.grant(r, SpillNotRequested), nil
+	}
+	if perm, _ := p.tryFast(r); perm != nil {
+		return perm, nil
+	}
+	return p.acquireSlow(ctx, done, r)
+}
+
+func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request) (*Permit, error) {
+	p.mu.Lock()
+	select {
+	case <-done:
+		// ctx became done before we could take the lock: prefer to fail,
+		// as x/sync/semaphore does.
+		p.mu.Unlock()
+		p.cancelled.Add(1)
+		return nil, ctx.Err()
+	default:
+	}
+	if err := p.exceedsLocked(r); err != nil {
+		p.mu.Unlock()
+		p.denied.Add(1)
+		return nil, err
+	}
+	// Raise the gate before the last attempt, so that a concurrent Release
+	// either is seen by this attempt or sees the gate and hands off to us.
+	p.gate.Add(gateEnter)
+	if p.queue.Len() == 0 {
+		if spill, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
+			p.gate.Add(gateLeave)
+			p.mu.Unlock()
+			return p.grant(r, spill), nil
+		}
+	}
+	w := &waiter{req: r, since: p.now(), ready: make(chan struct{})}
+	w.elem = p.queue.PushBack(w)
+	p.mu.Unlock()
+
+	select {
+	case <-done:
+		p.mu.Lock()
+		select {
+		case <-w.ready:
+			if w.err != nil {
+				// Failed (pool shrank) before we saw the cancellation.
+				p.mu.Unlock()
+				return nil, w.err
+			}
+			// Granted after we were cancelled: the permit never reached a
+			// caller, so give its resources straight back.
+			w.perm.released.Store(true)
+			p.put(w.perm.scan, w.perm.delta, w.perm.spill == SpillLimited)
+			p.dispatchLocked()
+		default:
+			isFront := p.queue.Front() == w.elem
+			p.queue.Remove(w.elem)
+			p.gate.Add(gateLeave)
+			if isFront {
+				p.dispatchLocked()
+			}
+		}
+		p.mu.Unlock()
+		p.cancelled.Add(1)
+		return nil, ctx.Err()
+
+	case <-w.ready:
+		if w.err != nil {
+			return nil, w.err
+		}
+		select {
+		case <-done:
+			// Granted, but ctx is done too: cancellation wins.
+			w.perm.Release()
+			p.cancelled.Add(1)
+			return nil, ctx.Err()
+		default:
+		}
+		p.waited.Add(1)
+		p.waitNanos.Add(uint64(w.waited))
+		return w.perm, nil
+	}
+}
+
+// tryFast is the lock-free acquisition. It returns a permit, or nil and
+// raced=false when some resource is short, or nil and raced=true when the
+// gate was closed or moved (the caller must retry under the mutex). Either
+// way a nil result leaves the pool unchanged.
+func (p *Pool) tryFast(r Request) (perm *Permit, raced bool) {
+	g := p.gate.Load()
+	if uint32(g) != 0 {
+		return nil, true
+	}
+	spill, ok := p.take(r, p.spillUnlimited.Load())
+	if !ok {
+		p.wakeIfQueued()
+		return nil, false
+	}
+	if p.gate.Load() != g {
+		p.put(r.ScanRingBytes, r.DeltaCacheBytes, spill == SpillLimited)
+		p.wakeIfQueued()
+		return nil, true
+	}
+	return p.grant(r, spill), false
+}
+
+// take takes all of r from the counters or, if some resource is short,
+// nothing (putting back what it took). It does not wake waiters.
+func (p *Pool) take(r Request, spillUnlimited bool) (SpillGrant, bool) {
+	if !takeFrom(&p.scan, r.ScanRingBytes) {
+		return 0, false
+	}
+	if !takeFrom(&p.delta, r.DeltaCacheBytes) {
+		p.put(r.ScanRingBytes, 0, false)
+		return 0, false
+	}
+	if !r.NeedsSpillSlot {
+		return SpillNotRequested, true
+	}
+	if spillUnlimited {
+		return SpillUnlimited, true
+	}
+	if !takeFrom(&p.spill, 1) {
+		p.put(r.ScanRingBytes, r.DeltaCacheBytes, false)
+		return 0, false
+	}
+	return SpillLimited, true
+}
+
+// takeFrom subtracts n from a unless that would leave it negative.
+func takeFrom(a *atomic.Int64, n uint64) bool {
+	if n == 0 {
+		return true
+	}
+	if n > math.MaxInt64 {
+		return false
+	}
+	need := int64(n)
+	for {
+		cur := a.Load()
+		if cur < need {
+			return false
+		}
+		if a.CompareAndSwap(cur, cur-need) {
+			return true
+		}
+	}
+}
+
+// put returns resources to the counters. It does not wake waiters.
+func (p *Pool) put(scan, delta uint64, spillSlot bool) {
+	if scan != 0 {
+		p.scan.Add(int64(scan))
+	}
+	if delta != 0 {
+		p.delta.Add(int64(delta))
+	}
+	if spillSlot {
+		p.spill.Add(1)
+	}
+}
+
+// wakeIfQueued hands released resources to queued requests. Call it after
+// put; the gate read must follow the counter updates (see Pool).
+func (p *Pool) wakeIfQueued() {
+	if uint32(p.gate.Load()) == 0 {
+		return
+	}
+	p.mu.Lock()
+	p.dispatchLocked()
+	p.mu.Unlock()
+}
+
+// grant returns a new permit for r, counted in Stats.Granted.
+func (p *Pool) grant(r Request, spill SpillGrant) *Permit {
+	perm := p.newPermit()
+	perm.pool = p
+	perm.scan = r.ScanRingBytes
+	perm.delta = r.DeltaCacheBytes
+	perm.spill = spill
+	return perm
+}
+
+// permitBlockSize is the number of permits allocated at once.
+const permitBlockSize = 32
+
+// permitBlock is a batch of permits, allocated together so that the
+// lock-free path costs one atomic add rather than one heap allocation per
+// permit. Each slot is handed out once and never reused: a Release on a
+// stale permit finds its own released flag set and does nothing, and the GC
+// frees the block when none of its permits is reachable. The cost is
+// retention: a permit held for long keeps its whole block (about 1 KiB)
+// alive.
+type permitBlock struct {
+	claimed atomic.Uint32 // slots claimed; may overshoot permitBlockSize
+	base    uint64        // permits handed out by earlier blocks
+	permits [permitBlockSize]Permit
+}
+
+// newPermit returns a zero permit that no one else holds.
+func (p *Pool) newPermit() *Permit {
+	for {
+		b := p.block.Load()
+		if i := b.claimed.Add(1) - 1; i < permitBlockSize {
+			return &b.permits[i]
+		}
+		// b is used up: install a fresh block whose first slot is ours. If
+		// another goroutine installs one first, claim from that instead.
+		nb := &permitBlock{base: b.base + permitBlockSize}
+		nb.claimed.Store(1)
+		if p.block.CompareAndSwap(b, nb) {
+			return &nb.permits[0]
+		}
+	}
+}
+
+// issued returns the number of permits handed out by newPermit.
+func (p *Pool) issued() uint64 {
+	b := p.block.Load()
+	return b.base + uint64(min(b.claimed.Load(), permitBlockSize))
+}
+
+// dispatchLocked grants queued requests in FIFO order while the head fits.
+func (p *Pool) dispatchLocked() {
+	unlimited := p.cfg.SpillSlots == nil
+	for e := p.queue.Front(); e != nil; e = p.queue.Front() {
+		w := e.Value.(*waiter)
+		spill, ok := p.take(w.req, unlimited)
+		if !ok {
+			// The head waits; nobody overtakes it (see Pool, Fairness).
+			return
+		}
+		p.queue.Remove(e)
+		p.gate.Add(gateLeave)
+		w.perm = &Permit{pool: p, scan: w.req.ScanRingBytes, delta: w.req.DeltaCacheBytes, spill: spill}
+		w.waited = p.now().Sub(w.since)
+		close(w.ready)
+	}
+}
+
+func (p *Pool) exceedsLocked(r Request) error {
+	if r.ScanRingBytes > p.cfg.ScanRingBytes {
+		return fmt.Errorf("%w: the request needs %d scan-ring bytes, the pool has %d in total; ask for less or raise the scan-ring budget",
+			ErrExceedsCapacity, r.ScanRingBytes, p.cfg.ScanRingBytes)
+	}
+	if r.DeltaCacheBytes > p.cfg.DeltaCacheBytes {
+		return fmt.Errorf("%w: the request needs %d delta-cache bytes, the pool has %d in total; ask for less or raise the delta-cache budget",
+			ErrExceedsCapacity, r.DeltaCacheBytes, p.cfg.DeltaCacheBytes)
+	}
+	return nil
+}
+
+// Reconfigure changes the pool's budgets in place, while permits are held.
+// It returns the error of cfg.Validate and leaves the pool unchanged if cfg
+// is invalid; an unchanged cfg is a no-op.
+//
+// Permits already granted keep what they hold: shrinking a budget below what
+// is held revokes nothing, it only makes new requests wait (or TryAcquire
+// fail) until enough is released; the available amount reads as 0 meanwhile.
+// Growing a budget grants queued requests that now fit. Queued requests that
+// exceed the new totals fail with ErrExceedsCapacity. Switching spill slots
+// between limited and unlimited affects new permits only: a permit keeps the
+// SpillGrant it was given, and a counted slot released after the switch is
+// counted back correctly.
+func (p *Pool) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.clone()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.cfg
+	if old.ScanRingBytes == cfg.ScanRingBytes && old.DeltaCacheBytes == cfg.DeltaCacheBytes &&
+		(old.SpillSlots == nil) == (cfg.SpillSlots == nil) && old.spillTotal() == cfg.spillTotal() {
+		return nil
+	}
+	// Close the gate: lock-free acquirers in flight will see it move and
+	// retry under the mutex, so none mixes the old and new configuration.
+	p.gate.Add(gateEnter)
+	p.floor[resScan].Store(p.scan.Add(int64(cfg.ScanRingBytes) - int64(old.ScanRingBytes)))
+	p.floor[resDelta].Store(p.delta.Add(int64(cfg.DeltaCacheBytes) - int64(old.DeltaCacheBytes)))
+	// When unlimited, the counted total is 0, so slots still held from a
+	// limited configuration drive the counter negative and return it to 0.
+	p.floor[resSpill].Store(p.spill.Add(cfg.spillTotal() - old.spillTotal()))
+	p.spillUnlimited.Store(cfg.SpillSlots == nil)
+	p.cfg = cfg
+	p.gate.Add(gateLeave)
+
+	for e := p.queue.Front(); e != nil; {
+		next := e.Next()
+		w := e.Value.(*waiter)
+		if err := p.exceedsLocked(w.req); err != nil {
+			p.queue.Remove(e)
+			p.gate.Add(gateLeave)
+			w.err = err
+			close(w.ready)
+			p.denied.Add(1)
+		}
+		e = next
+	}
+	p.dispatchLocked()
+	return nil
+}
+
+// Config returns the pool's current configuration.
+func (p *Pool) Config() Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.clone()
+}
+
+// available reports a counter as seen by callers: never negative.
+func available(a *atomic.Int64) uint64 {
+	return uint64(max(0, a.Load()))
+}
+
+// ScanRingAvailable returns the scan-ring bytes that can be acquired now.
+// It is 0, never negative, while a shrink leaves more held than the total.
+func (p *Pool) ScanRingAvailable() uint64 { return available(&p.scan) }
+
+// ScanRingTotal returns the scan-ring budget.
+func (p *Pool) ScanRingTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.ScanRingBytes
+}
+
+// DeltaCacheAvailable returns the delta-cache bytes that can be acquired now
+// (0, never negative, after a shrink below what is held).
+func (p *Pool) DeltaCacheAvailable() uint64 { return available(&p.delta) }
+
+// DeltaCacheTotal returns the delta-cache budget.
+func (p *Pool) DeltaCacheTotal() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.DeltaCacheBytes
+}
+
+// SpillSlotsAvailable returns the spill slots that can be acquired now and
+// limited=true, or 0 and limited=false when spilling is unlimited.
+func (p *Pool) SpillSlotsAvailable() (n int, limited bool) {
+	if p.spillUnlimited.Load() {
+		return 0, false
+	}
+	return int(available(&p.spill)), true
+}
+
+// SpillSlotsTotal returns the number of spill slots and limited=true, or 0
+// and limited=false when spilling is unlimited.
+func (p *Pool) SpillSlotsTotal() (n int, limited bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cfg.SpillSlots == nil {
+		return 0, false
+	}
+	return *p.cfg.SpillSlots, true
+}
