@@ -162,8 +162,8 @@ func (l *Ledger) Reconfigure(cfg Config) error {
 // GrantNextUsage mode it always waits for the next usage figure; in
 // GrantImmediate mode it is granted at once when the queue is empty, the
 // figure is fresh and there is room. If ctx ends first, Request returns
-// ctx.Err() and leaves the ledger as if it had never been called (a claim
-// granted in the race is cancelled). A request larger than Max fails at once
+// ctx.Err() and leaves no claim or queue entry behind (a claim granted in the
+// race is cancelled); only the counters remember it. A request larger than Max fails at once
 // with ErrTooLarge and never joins the queue.
 func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 	if req.Count < 1 {
