@@ -93,15 +93,18 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	var days time.Duration
 	if i := strings.IndexByte(t, 'd'); i >= 0 {
-		n := 0
+		n := int64(0)
 		for _, c := range t[:i] {
 			if c < '0' || c > '9' || n > 1_000_000 {
 				return 0, fmt.Errorf("%q is not a duration: %w", s, ErrSyntax)
 			}
-			n = n*10 + int(c-'0')
+			n = n*10 + int64(c-'0')
 		}
-		if i == 0 || n > 100_000 {
-			return 0, fmt.Errorf("%q is not a duration (at most 100000d): %w", s, ErrSyntax)
+		if i == 0 {
+			return 0, fmt.Errorf("%q is not a duration: %w", s, ErrSyntax)
+		}
+		if n > maxDays {
+			return 0, fmt.Errorf("%q is too long (at most %dd)", s, maxDays)
 		}
 		days = time.Duration(n) * 24 * time.Hour
 		t = t[i+1:]
@@ -121,6 +124,9 @@ func ParseDuration(s string) (time.Duration, error) {
 	}
 	return days + d, nil
 }
+
+// maxDays is the longest whole number of days a time.Duration holds.
+const maxDays = math.MaxInt64 / int64(24*time.Hour)
 
 // FormatDuration renders d the way ParseDuration reads it, using days for
 // whole multiples of 24h ("4d", "30s", "1h30m0s").
