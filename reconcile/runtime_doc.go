@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/rpdhq/rpd/spec"
@@ -325,35 +324,27 @@ func (d *RuntimeDoc) Config() *spec.Config {
 	return cfg
 }
 
-// Duration is a time.Duration that reads and writes JSON as Go's duration
-// syntax ("30s", "96h0m0s").
+// Duration is a time.Duration that reads and writes JSON as a string in
+// rpd's duration syntax ("30s", "4d"), so the runtime document reads like
+// the configuration.
 type Duration time.Duration
 
 // MarshalJSON writes the duration as a string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
 
-// UnmarshalJSON reads a string in Go's duration syntax.
+// UnmarshalJSON reads a string in rpd's duration syntax.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string like \"30s\": %w", err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := spec.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("bad duration %q: %w", s, err)
+		return fmt.Errorf("bad duration: %w", err)
 	}
 	*d = Duration(v)
 	return nil
 }
 
-// String renders the duration compactly: "30s", "1h30m", "96h".
-func (d Duration) String() string {
-	s := time.Duration(d).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
+// String renders the duration as the configuration would: "30s", "4d".
+func (d Duration) String() string { return spec.FormatDuration(time.Duration(d)) }

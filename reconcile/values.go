@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+
+	"github.com/rpdhq/rpd/spec"
 )
 
 // Values are a resource's attributes as the plan shows them: attribute name
@@ -42,30 +44,7 @@ func valueEqual(a, b any) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-func sizeValue(n uint64) string {
-	for _, u := range []struct {
-		name string
-		mult uint64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n != 0 && n%u.mult == 0 {
-			return formatUint(n/u.mult) + u.name
-		}
-	}
-	return formatUint(n) + "B"
-}
-
-func formatUint(n uint64) string {
-	var buf [20]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(buf[i:])
-		}
-	}
-}
+func sizeValue(n uint64) string { return spec.FormatSize(n) }
 
 func (q QueueEntry) values(stack string) Values {
 	return Values{

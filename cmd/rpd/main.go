@@ -30,6 +30,10 @@ type command struct {
 var commands = []command{
 	{"validate", "Check whether the configuration is valid", runValidate},
 	{"fmt", "Rewrite configuration files to the canonical format", runFmt},
+	{"plan", "Show changes required by the current configuration", runPlan},
+	{"apply", "Create or update live state to match the configuration", runApply},
+	{"show", "Show a saved plan", runShow},
+	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
 	{"version", "Show the rpd version", runVersion},
 }
 

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/spec"
+)
+
+const applyHelp = `
+Makes live state match the configuration in DIR (every *.hcl file) or FILE,
+default the current directory: plans as rpd plan does, shows the plan, asks
+for "yes" on a terminal, then applies it. Given a saved plan (rpd plan -out
+PLANFILE) it applies exactly that plan without asking, or refuses it when
+live state changed since.
+
+Apply takes the stack's state lock (waiting up to -lock-timeout for another
+holder), creates and updates queues, writes the runtime configuration, then
+deletes what is no longer declared. A failed change does not stop
+independent ones; running apply again after any failure or interruption
+converges. The first Ctrl-C stops after the calls in flight and records what
+was done; a second one aborts at once.
+
+Exit status: 0 when everything applied, 1 otherwise.
+`
+
+func runApply(ctx context.Context, e *env, args []string) int {
+	var f planFlags
+	fs := newFlagSet("apply", "[options] [DIR|FILE|PLANFILE]", applyHelp)
+	f.register(fs)
+	autoApprove := fs.Bool("auto-approve", false, "apply without asking for confirmation")
+	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for the state lock held by someone else (such as 30s)")
+	allowNonEmpty := fs.Bool("allow-destroy-nonempty", false, "allow deleting or replacing queues that still hold idle runners (their messages are lost)")
+	if code, ok := parseFlags(e, fs, args); !ok {
+		return code
+	}
+	path, code, ok := configPath(e, fs)
+	if !ok {
+		return code
+	}
+	color := e.color(e.stdout, f.cf.noColor)
+	view := newPlanView(false, e.stdout, e.stderr, color)
+	if _, err := f.options(nil); err != nil {
+		view.Error(err)
+		return 1
+	}
+	if *lockTimeout < 0 {
+		view.Error(fmt.Errorf("-lock-timeout=%s: use zero or more", *lockTimeout))
+		return 1
+	}
+
+	var plan *reconcile.Plan
+	var b *openedBackend
+	if isPlanFile(path) {
+		p, err := f.planFileApplicable(e, path)
+		if err != nil {
+			view.Error(err)
+			return 1
+		}
+		if b, err = openBackend(ctx, p.Stack, p.Backend); err != nil {
+			view.Error(err)
+			return 1
+		}
+		plan = p
+	} else {
+		cfg, code := f.cf.load(e, path)
+		if cfg == nil {
+			return code
+		}
+		opts, _ := f.options(cfg)
+		var err error
+		if b, err = openBackend(ctx, cfg.Stack, opts.Backend); err != nil {
+			view.Error(err)
+			return 1
+		}
+		if plan, err = reconcile.MakePlan(ctx, cfg, b.live, opts); err != nil {
+			b.close()
+			view.Error(err)
+			return 1
+		}
+		if err := view.Plan(plan); err != nil {
+			b.close()
+			view.Error(err)
+			return 1
+		}
+		if plan.HasChanges() && !*autoApprove {
+			if err := confirm(e, color); err != nil {
+				b.close()
+				view.Error(err)
+				return 1
+			}
+		}
+	}
+	defer b.close()
+
+	av := &applyView{out: e.stdout, c: colorizer(color)}
+	workCtx, stop, release := interruptible(ctx, e)
+	defer release()
+	if plan.HasChanges() {
+		fmt.Fprintln(e.stdout)
+	}
+	res, err := reconcile.Apply(workCtx, plan, b.live, reconcile.ApplyOptions{
+		Who:                  who(e),
+		Operation:            "apply",
+		LockTimeout:          *lockTimeout,
+		Parallelism:          f.parallelism,
+		AllowDestroyNonEmpty: *allowNonEmpty,
+		Progress:             av.Progress,
+		Stop:                 stop,
+	})
+	av.Result(res, err)
+	if err != nil {
+		view.Error(err)
+		return 1
+	}
+	return 0
+}
+
+// isPlanFile tells a saved plan from a configuration: a configuration is a
+// directory or a .hcl file.
+func isPlanFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir() && filepath.Ext(path) != ".hcl"
+}
+
+// planFileApplicable reads a saved plan and refuses it when it cannot be
+// meant for here: variables given (they were fixed when planning), or the
+// configuration in the current directory is another stack's.
+func (f *planFlags) planFileApplicable(e *env, path string) (*reconcile.Plan, error) {
+	if len(f.cf.vars) > 0 || len(f.cf.varFiles) > 0 || len(f.targets) > 0 || f.refreshOnly {
+		return nil, errors.New("-var, -var-file, -target and -refresh-only cannot be used with a saved plan: they were fixed when it was made; run rpd plan again with them")
+	}
+	p, err := readPlanFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if here := stackHere(e); here != "" && here != p.Stack {
+		return nil, fmt.Errorf("the saved plan %s is for stack %q, but the configuration in this directory is stack %q; nothing was applied — apply it from stack %q's directory, or make a plan for this one with rpd plan -out", path, p.Stack, here, p.Stack)
+	}
+	return p, nil
+}
+
+// stackHere is the stack of the configuration in the current directory, or
+// "" when there is none that loads.
+func stackHere(e *env) string {
+	matches, _ := filepath.Glob("*.hcl")
+	if len(matches) == 0 {
+		return ""
+	}
+	cfg, diags := spec.Load(".", spec.Vars{Env: e.environ})
+	if diags.HasErrors() || cfg == nil {
+		return ""
+	}
+	return cfg.Stack
+}
+
+// confirm asks for "yes" on a terminal and refuses without one.
+func confirm(e *env, color bool) error {
+	w, isWriter := e.stdin.(io.Writer)
+	if !isWriter || e.isTerminal == nil || !e.isTerminal(w) {
+		return errors.New("apply needs confirmation, but standard input is not a terminal: re-run with -auto-approve to apply without asking, or save a plan with rpd plan -out FILE and apply that file")
+	}
+	c := colorizer(color)
+	fmt.Fprintf(e.stdout, "\n%s\n  rpd will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  %s ", c.bold("Do you want to perform these actions?"), c.bold("Enter a value:"))
+	line, err := bufio.NewReader(e.stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return fmt.Errorf("read the confirmation: %w", err)
+	}
+	if strings.TrimSpace(line) != "yes" {
+		return errors.New("Apply cancelled.")
+	}
+	return nil
+}
+
+// interruptible gives apply Terraform's Ctrl-C behaviour: the first
+// interrupt (or ctx ending) closes stop, so apply starts nothing new and
+// records what it did; a second interrupt cancels the returned context,
+// aborting calls in flight.
+func interruptible(ctx context.Context, e *env) (context.Context, <-chan struct{}, func()) {
+	work, abort := context.WithCancel(context.WithoutCancel(ctx))
+	stop := make(chan struct{})
+	var once sync.Once
+	graceful := func() {
+		once.Do(func() {
+			fmt.Fprintln(e.stderr, "\nInterrupt received. Stopping after the changes in flight; press Ctrl-C again to abort them.")
+			close(stop)
+		})
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n := 0
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				graceful()
+				ctx = context.Background() // seen; wait for signals only
+			case <-sigs:
+				n++
+				graceful()
+				if n >= 2 {
+					fmt.Fprintln(e.stderr, "Two interrupts received. Aborting the changes in flight.")
+					abort()
+					return
+				}
+			}
+		}
+	}()
+	return work, stop, func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+		abort()
+	}
+}
+
+// who is "user@host" for the lock.
+func who(e *env) string {
+	user, _ := e.getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	return user + "@" + host
+}
