@@ -97,18 +97,12 @@ type Lease struct {
 	Priority   int       `json:"priority"`
 	Slots      int       `json:"slots,omitempty"`
 	TTLSeconds float64   `json:"ttl_seconds"`
-	GrantedAt  time.Time `json:"granted_at"`
+	GrantedAt  time.Time `json:"granted_at,omitzero"`
 	ExpiresAt  time.Time `json:"expires_at"`
 	// Budget permits only.
 	ScanRingBytes   uint64 `json:"scan_ring_bytes,omitempty"`
 	DeltaCacheBytes uint64 `json:"delta_cache_bytes,omitempty"`
 	Spill           bool   `json:"spill,omitempty"`
-}
-
-// HeartbeatRequest is the optional body of POST /v1/leases/{id}/heartbeat.
-type HeartbeatRequest struct {
-	// TTLSeconds replaces the lease's TTL from now on; 0 keeps it.
-	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
 }
 
 // PoolStatus is one pool in GET /v1/pools and GET /v1/pools/{name}.
@@ -183,7 +177,7 @@ type Claim struct {
 	WorkerID  string    `json:"worker_id"`
 	Count     int       `json:"count"`
 	Confirmed bool      `json:"confirmed"`
-	GrantedAt time.Time `json:"granted_at"`
+	GrantedAt time.Time `json:"granted_at,omitzero"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
@@ -271,13 +265,16 @@ type ReloadResult struct {
 
 // Status is the body of GET /v1/status.
 type Status struct {
-	Mode          string       `json:"mode"` // "watch" | "serve"
-	Stack         string       `json:"stack"`
-	ConfigVersion int64        `json:"config_version"`
-	ConfigHash    string       `json:"config_hash"`
-	LastReload    ReloadResult `json:"last_reload"`
-	StartedAt     time.Time    `json:"started_at"`
-	Components    Components   `json:"components"`
+	Mode          string `json:"mode"` // "watch" | "serve"
+	Stack         string `json:"stack"`
+	ConfigVersion int64  `json:"config_version"`
+	ConfigHash    string `json:"config_hash"`
+	// StateVersion is the state store version of the runtime document
+	// last applied (watch mode) or followed (serve mode).
+	StateVersion int64        `json:"state_version"`
+	LastReload   ReloadResult `json:"last_reload"`
+	StartedAt    time.Time    `json:"started_at"`
+	Components   Components   `json:"components"`
 }
 
 // Components is every runtime component the daemon serves.

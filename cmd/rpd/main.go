@@ -34,6 +34,8 @@ var commands = []command{
 	{"apply", "Create or update live state to match the configuration", runApply},
 	{"show", "Show a saved plan", runShow},
 	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
+	{"watch", "Run the daemon on a configuration directory, reloading on every change", runWatch},
+	{"serve", "Run the daemon on the runtime document in the state store", runServe},
 	{"version", "Show the rpd version", runVersion},
 }
 

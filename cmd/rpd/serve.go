@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rpdhq/rpd/daemon"
+)
+
+const serveHelp = `
+Runs the runtime components (pools, budgets, VM ceilings, runner-class
+pickup) of the runtime document that "rpd apply" wrote to the backend's
+state store, serves them over the HTTP API (docs/api.md), and follows the
+document: a new version applied elsewhere is hot-applied within a few
+seconds, without dropping held slots, permits or claims.
+
+DIR or FILE, when given, is only read for the backend, the stack, the
+listen address and the token; the runtime itself comes from the state
+store. A non-loopback -listen address needs a bearer token (RPD_TOKEN or
+token in the rpd block).
+
+SIGHUP re-reads the state store at once; SIGTERM and SIGINT drain in-flight
+requests and exit 0.
+`
+
+func runServe(ctx context.Context, e *env, args []string) int {
+	var cf configFlags
+	var df daemonFlags
+	fs := newFlagSet("serve", "[options] [DIR|FILE]", serveHelp)
+	cf.register(fs)
+	df.register(fs)
+	if code, ok := parseFlags(e, fs, args); !ok {
+		return code
+	}
+	path := ""
+	if fs.NArg() > 0 {
+		p, code, ok := configPath(e, fs)
+		if !ok {
+			return code
+		}
+		if cfg, code := cf.load(e, p); cfg == nil {
+			return code
+		}
+		path = p
+	}
+	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeServe, Path: path, Vars: cf.specVars(e)})
+}
+
+// daemonFlags are the flags watch and serve share.
+type daemonFlags struct {
+	listen   string
+	logLevel string
+}
+
+func (f *daemonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.listen, "listen", "", "API address HOST:PORT (default: listen in the rpd block, else "+daemon.DefaultListen+")")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// run starts a daemon with opts and runs it until ctx ends (SIGTERM,
+// SIGINT), reloading on SIGHUP.
+func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		fmt.Fprintf(e.stderr, "rpd %s: -log-level %q: use debug, info, warn or error\n", opts.Mode, f.logLevel)
+		return 1
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	opts.Logger = log
+	opts.Listen = f.listen
+	opts.Token, _ = e.getenv("RPD_TOKEN")
+	d, err := daemon.New(ctx, opts)
+	if err != nil {
+		var ce *daemon.ConfigError
+		if errors.As(err, &ce) {
+			writeDiagnostics(e.stderr, ce.Files, ce.Diags, false, e.width(e.stderr))
+			return 1
+		}
+		fmt.Fprintf(e.stderr, "Error: %v\n", err)
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-hup:
+				res := d.Reload(runCtx)
+				if res.OK {
+					log.Info("SIGHUP: configuration reloaded", "config_version", res.ConfigVersion, "changed", res.Changed)
+				} else {
+					log.Error("SIGHUP: configuration rejected", "config_version", res.ConfigVersion, "err", res.Error)
+				}
+			}
+		}
+	}()
+	if err := d.Run(runCtx); err != nil {
+		fmt.Fprintf(e.stderr, "Error: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+
+	"github.com/rpdhq/rpd/daemon"
+)
+
+const watchHelp = `
+Runs the configuration in DIR (every *.hcl file in it) or FILE, default the
+current directory: applies it to the backend like "rpd apply", runs its
+runtime components (pools, budgets, VM ceilings, runner-class pickup) and
+serves them over the HTTP API (docs/api.md).
+
+Whenever a file changes it reloads: load, validate, plan, apply, then
+reconfigure the components in place. Held slots, permits and claims are
+never dropped; a pool or budget removed while in use is kept until idle. A
+configuration that fails to load, validate or apply changes nothing: the
+last good one stays active and the error (with file:line) is logged and
+shown in GET /v1/status. An invalid configuration at start-up exits 1.
+
+A non-loopback -listen address needs a bearer token (RPD_TOKEN or token in
+the rpd block). SIGHUP reloads at once; SIGTERM and SIGINT drain in-flight
+requests and exit 0.
+`
+
+func runWatch(ctx context.Context, e *env, args []string) int {
+	var cf configFlags
+	var df daemonFlags
+	fs := newFlagSet("watch", "[options] [DIR|FILE]", watchHelp)
+	cf.register(fs)
+	df.register(fs)
+	if code, ok := parseFlags(e, fs, args); !ok {
+		return code
+	}
+	path, code, ok := configPath(e, fs)
+	if !ok {
+		return code
+	}
+	if cfg, code := cf.load(e, path); cfg == nil {
+		return code
+	}
+	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeWatch, Path: path, Vars: cf.specVars(e)})
+}

@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pickup"
+	"github.com/rpdhq/rpd/runtime/pools"
+	"github.com/rpdhq/rpd/spec"
+)
+
+// backendHandle is the open backend, seen through the interfaces the
+// daemon's parts declare; each backend package satisfies them.
+type backendHandle struct {
+	kind      string
+	path      string // the local backend's file; "" otherwise
+	state     reconcile.StateStore
+	locker    reconcile.Locker
+	admin     reconcile.QueueAdmin
+	poolStore pools.Store
+	queue     func(name string) pickup.Queue
+	instances pickup.InstanceTable
+	close     func() error
+}
+
+// ping checks that the backend answers (for /readyz).
+func (b *backendHandle) ping(ctx context.Context) error {
+	_, _, err := b.state.ReadState(ctx)
+	return err
+}
+
+// openBackend opens the backend cfg declares.
+func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*backendHandle, error) {
+	switch cfg.Backend.Type {
+	case "", "local":
+		lb, err := local.Open(ctx, cfg.Backend.Path, local.Options{Stack: cfg.Stack, Logger: log.With("backend", "local")})
+		if err != nil {
+			return nil, err
+		}
+		return &backendHandle{
+			kind: "local", path: lb.Path(),
+			state: lb, locker: lb, admin: lb,
+			poolStore: lb.PoolStore(),
+			queue:     func(name string) pickup.Queue { return lb.Queue(name) },
+			instances: lb.Instances(),
+			close:     lb.Close,
+		}, nil
+	}
+	return nil, fmt.Errorf("backend %q is not supported by this daemon; use backend \"local\"", cfg.Backend.Type)
+}

@@ -1,0 +1,334 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/runtime/pools"
+	"github.com/rpdhq/rpd/spec"
+)
+
+// Modes of a daemon.
+const (
+	// ModeWatch runs the configuration in Options.Path and re-applies it
+	// whenever its files change (rpd watch).
+	ModeWatch = "watch"
+	// ModeServe runs the runtime document of the backend's state store and
+	// follows it as rpd apply changes it (rpd serve).
+	ModeServe = "serve"
+)
+
+// DefaultListen is the API address when neither Options.Listen nor the
+// configuration's listen attribute says otherwise.
+const DefaultListen = "127.0.0.1:7070"
+
+// Options configure a Daemon.
+type Options struct {
+	// Mode is ModeWatch or ModeServe.
+	Mode string
+	// Path is the configuration directory or file. Required in watch mode;
+	// in serve mode it only says where the backend is (default: the
+	// defaults of an empty configuration).
+	Path string
+	// Vars are the configuration's variable values.
+	Vars spec.Vars
+	// Listen overrides the configuration's listen address.
+	Listen string
+	// Token is the bearer token from RPD_TOKEN; it overrides the
+	// configuration's token. Required (from either) to listen on a
+	// non-loopback address.
+	Token string
+	// Logger receives the daemon's logs; nil discards them.
+	Logger *slog.Logger
+	// Watch tunes the directory watcher (watch mode).
+	Watch watch.Options
+	// StatePoll is how often serve mode reads the state store's version
+	// (default 1s).
+	StatePoll time.Duration
+	// DrainTimeout bounds the graceful shutdown (default 10s).
+	DrainTimeout time.Duration
+	// SweepInterval is how often components dropped from the
+	// configuration are checked for idleness and removed (default 1s).
+	SweepInterval time.Duration
+}
+
+// Daemon serves the runtime components over HTTP and keeps them in step
+// with the configuration. Create it with New, run it with Run.
+type Daemon struct {
+	opts    Options
+	log     *slog.Logger
+	backend *backendHandle
+	comp    *components
+	permits *permitTable
+	metrics *metrics
+	// apply pushes a validated configuration to the backend (reconcile's
+	// plan and apply) before the components are reconfigured; nil in serve
+	// mode, where rpd apply does it.
+	apply    func(ctx context.Context, cfg *spec.Config) error
+	reloader reloader
+	// stack and base are the start-up configuration's stack and the
+	// settings serve mode takes from it (backend, listen, token).
+	stack string
+	base  *spec.Config
+	// stateVersion is the state store version of the runtime document last
+	// applied (watch) or followed (serve).
+	stateVersion atomic.Int64
+	token        atomic.Pointer[string]
+	stopping     atomic.Bool
+	started      time.Time
+	ln           net.Listener
+	handler      http.Handler
+	runOnce      sync.Once
+}
+
+// New loads the configuration, opens the backend, builds every runtime
+// component, restores held pool leases and binds the listen address. An
+// invalid configuration fails with a *ConfigError; a non-loopback listen
+// address without a token fails too.
+func New(ctx context.Context, opts Options) (*Daemon, error) {
+	if opts.Mode != ModeWatch && opts.Mode != ModeServe {
+		return nil, fmt.Errorf("daemon: unknown mode %q; use %q or %q", opts.Mode, ModeWatch, ModeServe)
+	}
+	if opts.Mode == ModeWatch && opts.Path == "" {
+		return nil, errors.New("daemon: watch mode needs the configuration directory or file")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StatePoll <= 0 {
+		opts.StatePoll = time.Second
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = 10 * time.Second
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = time.Second
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), permits: newPermitTable(time.Now)}
+	d.metrics = newMetrics(d)
+
+	cfg, hash, err := d.initialConfig()
+	if err != nil {
+		return nil, err
+	}
+	d.stack, d.base = cfg.Stack, cfg
+	listen := opts.Listen
+	if listen == "" {
+		listen = cfg.Listen
+	}
+	if listen == "" {
+		listen = DefaultListen
+	}
+	d.setToken(cfg)
+	if tok := d.token.Load(); !isLoopback(listen) && (tok == nil || *tok == "") {
+		return nil, fmt.Errorf("refusing to listen on %s without a bearer token: that address is reachable from other hosts; set RPD_TOKEN (or token in the rpd block), or listen on 127.0.0.1", listen)
+	}
+
+	d.backend, err = openBackend(ctx, cfg, d.log)
+	if err != nil {
+		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
+	}
+	pm, err := pools.NewManager(pools.Options{Store: d.backend.poolStore, Logger: d.log.With("component", "pools")})
+	if err != nil {
+		d.backend.close()
+		return nil, err
+	}
+	d.comp = newComponents(d.log, pm, d.backend)
+	if opts.Mode == ModeWatch {
+		d.apply = d.reconcileApply
+	}
+	d.handler = d.routes()
+
+	var res api.ReloadResult
+	if opts.Mode == ModeWatch {
+		d.reloader.mu.Lock()
+		res = d.applyLocked(ctx, d.reloader.state(), cfg, hash, time.Now())
+		d.reloader.mu.Unlock()
+	} else {
+		res = d.Reload(ctx)
+	}
+	if !res.OK {
+		d.close()
+		return nil, fmt.Errorf("start-up configuration rejected:\n%s", res.Error)
+	}
+	rep, err := pm.Restore(ctx)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("restore held pool leases: %w", err)
+	}
+	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
+		d.log.Info("restored pool leases held before the restart", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
+	}
+
+	d.ln, err = net.Listen("tcp", listen)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	return d, nil
+}
+
+// initialConfig loads the start-up configuration: the watched one, or in
+// serve mode the one that says where the backend is.
+func (d *Daemon) initialConfig() (*spec.Config, string, error) {
+	if d.opts.Path == "" {
+		cfg, diags := spec.NewLoader().LoadSources(map[string][]byte{"(defaults)": nil}, d.opts.Vars)
+		if diags.HasErrors() {
+			return nil, "", &ConfigError{Diags: diags}
+		}
+		return cfg, "", nil
+	}
+	snap, err := watch.Take(d.opts.Path)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := loadSnapshot(snap, d.opts.Vars)
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, snap.Hash, nil
+}
+
+// Addr is the address the API listens on.
+func (d *Daemon) Addr() string { return d.ln.Addr().String() }
+
+// Handler is the daemon's HTTP API, for tests that serve it themselves.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// Run serves the API, follows the configuration and sweeps idle dropped
+// components until ctx is done, then shuts down gracefully: it stops
+// accepting connections, wakes every waiting request (they answer 503),
+// waits up to DrainTimeout for in-flight requests, and closes the backend.
+// Held pool leases are already durable in the backend and are restored by
+// the next daemon. Run returns nil after a clean shutdown.
+func (d *Daemon) Run(ctx context.Context) error {
+	ran := false
+	d.runOnce.Do(func() { ran = true })
+	if !ran {
+		return errors.New("daemon: Run called twice")
+	}
+	baseCtx, baseCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer baseCancel()
+	srv := &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// Long-polls hold a request for up to MaxWaitSeconds.
+		WriteTimeout:   (api.MaxWaitSeconds + 30) * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		BaseContext:    func(net.Listener) context.Context { return baseCtx },
+		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(d.ln) }()
+
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	loops.Go(func() { d.sweepLoop(loopCtx) })
+	switch d.opts.Mode {
+	case ModeWatch:
+		w := watch.New(d.opts.Path, d.opts.Watch)
+		loops.Go(func() {
+			_ = w.Run(loopCtx, func(reason watch.Reason) { d.reloadIfChanged(loopCtx) })
+		})
+	case ModeServe:
+		loops.Go(func() { d.followLoop(loopCtx) })
+	}
+	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "backend", d.backend.kind, "config_version", d.reloader.state().version)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-serveErr:
+		err = fmt.Errorf("serve the API on %s: %w", d.Addr(), err)
+	}
+	d.stopping.Store(true)
+	d.log.Info("shutting down: draining in-flight requests", "timeout", d.opts.DrainTimeout)
+	stopLoops()
+	loops.Wait()
+	baseCancel() // long-polls give up and answer 503
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.DrainTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(drainCtx); serr != nil {
+		d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
+		_ = srv.Close()
+	}
+	d.close()
+	d.log.Info("rpd daemon stopped")
+	return err
+}
+
+func (d *Daemon) close() {
+	if d.comp != nil {
+		d.comp.close()
+	}
+	if d.backend != nil {
+		if err := d.backend.close(); err != nil {
+			d.log.Warn("closing the backend", "err", err)
+		}
+	}
+}
+
+func (d *Daemon) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(d.opts.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.comp.sweep()
+		}
+	}
+}
+
+// setToken makes the effective bearer token RPD_TOKEN, else the
+// configuration's token.
+func (d *Daemon) setToken(cfg *spec.Config) {
+	tok := d.opts.Token
+	if tok == "" && cfg != nil {
+		tok = cfg.Token
+	}
+	d.token.Store(&tok)
+}
+
+// checkSecurity refuses a configuration that would leave a non-loopback
+// listener without a token. A changed listen address needs a restart.
+func (d *Daemon) checkSecurity(cfg *spec.Config) error {
+	if d.ln == nil {
+		return nil // start-up: New checks the address it binds
+	}
+	if d.opts.Token == "" && cfg.Token == "" && !isLoopback(d.Addr()) {
+		return fmt.Errorf("the configuration removes the bearer token while the daemon listens on %s, reachable from other hosts; keep token set, or set RPD_TOKEN", d.Addr())
+	}
+	if d.opts.Listen == "" && cfg.Listen != "" && cfg.Listen != d.Addr() {
+		if prev := d.reloader.state().cfg; prev == nil || prev.Listen != cfg.Listen {
+			d.log.Warn("the listen address changed in the configuration; it takes effect when the daemon restarts", "listening", d.Addr(), "configured", cfg.Listen)
+		}
+	}
+	return nil
+}
+
+// isLoopback reports whether addr (host:port) only accepts connections
+// from this host.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,21 @@
+// Package daemon is rpd's long-running process (rpd watch, rpd serve): it
+// runs the runtime components (pools, budgets, VM ceilings, runner-class
+// pickup), serves them over a JSON HTTP API, and keeps them in step with
+// the configuration without dropping work.
+//
+// Reloads follow Caddy: load and validate the new configuration completely
+// (spec, then every runtime package's own checks), push it to the backend
+// (reconcile's plan and apply, in watch mode), and only then reconfigure the
+// components in place — UpdatePool/Reconfigure — so no held slot, permit or
+// claim is dropped and waiters keep waiting under the new limits. A
+// configuration that fails anywhere changes nothing; the error, with
+// file:line, is in /v1/status and the reload metrics.
+//
+// Not for: loading HCL (spec), planning (reconcile), the components'
+// semantics (runtime/*), or talking to a daemon (package client).
+//
+// Start reading at New and Daemon.Run (daemon.go), then reload.go (the
+// reload state machine), components.go (in-place reconfiguration) and
+// server.go (routes, error model, authentication). docs/api.md documents
+// the API.
+package daemon

@@ -1,0 +1,44 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/ledger"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// errShuttingDown: the daemon stopped while the request waited.
+var errShuttingDown = errors.New("the daemon is shutting down; retry against its replacement")
+
+// classify maps an error of a runtime package to its HTTP status and API
+// code. The table is the one of docs/api.md; anything unknown is a 500.
+func classify(err error) *httpError {
+	st := func(status int, code string) *httpError {
+		return &httpError{status: status, code: code, msg: err.Error()}
+	}
+	switch {
+	case errors.Is(err, pools.ErrUnknownPool), errors.Is(err, pools.ErrUnknownLease),
+		errors.Is(err, pools.ErrLeaseExpired), errors.Is(err, pools.ErrLeaseReleased):
+		return st(http.StatusNotFound, api.CodeNotFound)
+	case errors.Is(err, pools.ErrInvalidRequest), errors.Is(err, ledger.ErrInvalidRequest):
+		return st(http.StatusBadRequest, api.CodeBadRequest)
+	case errors.Is(err, pools.ErrQueueFull):
+		return st(http.StatusTooManyRequests, api.CodeQueueFull)
+	case errors.Is(err, pools.ErrTimeout):
+		return st(http.StatusRequestTimeout, api.CodeTimeout)
+	case errors.Is(err, pools.ErrExceedsCapacity), errors.Is(err, ledger.ErrTooLarge),
+		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrClaimEnded):
+		return st(http.StatusConflict, api.CodeUnavailable)
+	case errors.Is(err, errShuttingDown):
+		return st(http.StatusServiceUnavailable, api.CodeNotReady)
+	case errors.Is(err, context.DeadlineExceeded):
+		return st(http.StatusRequestTimeout, api.CodeTimeout)
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads this answer.
+		return st(499, "cancelled")
+	}
+	return st(http.StatusInternalServerError, api.CodeInternal)
+}

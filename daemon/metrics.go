@@ -1,0 +1,189 @@
+package daemon
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics are the daemon's own series, on a registry of its own (never the
+// global one, so two daemons in one test process do not collide).
+type metrics struct {
+	reg           *prometheus.Registry
+	lastOK        prometheus.Gauge
+	lastSuccessTS prometheus.Gauge
+	reloads       *prometheus.CounterVec
+	version       prometheus.Gauge
+	unauthorized  prometheus.Counter
+}
+
+func newMetrics(d *Daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		lastOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rpd_config_last_reload_successful", Help: "1 if the last configuration reload succeeded, else 0."}),
+		lastSuccessTS: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rpd_config_last_reload_success_timestamp_seconds", Help: "Unix time of the last successful reload."}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rpd_config_reloads_total", Help: "Reload attempts by result (success, failure)."}, []string{"result"}),
+		version: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rpd_config_version", Help: "Version of the active configuration; increments on every reload that changes something."}),
+		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rpd_http_unauthorized_total", Help: "Requests refused for a missing or wrong bearer token."}),
+	}
+	m.reloads.WithLabelValues("success")
+	m.reloads.WithLabelValues("failure")
+	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version, m.unauthorized,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&componentCollector{d: d})
+	return m
+}
+
+func (d *Daemon) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil})
+}
+
+// componentCollector reads every runtime component's status and counters
+// at scrape time, so the request paths pay nothing for metrics.
+type componentCollector struct{ d *Daemon }
+
+var (
+	poolLabels    = []string{"pool"}
+	budgetLabels  = []string{"budget"}
+	ceilingLabels = []string{"vm_ceiling"}
+	classLabels   = []string{"class"}
+
+	descPoolSlots     = prometheus.NewDesc("rpd_pool_slots", "Configured slots of the pool.", poolLabels, nil)
+	descPoolUsed      = prometheus.NewDesc("rpd_pool_slots_used", "Slots held (may exceed the total after a shrink).", poolLabels, nil)
+	descPoolAvailable = prometheus.NewDesc("rpd_pool_slots_available", "Slots free now.", poolLabels, nil)
+	descPoolQueued    = prometheus.NewDesc("rpd_pool_queued_requests", "Requests waiting for slots.", poolLabels, nil)
+	descPoolRetained  = prometheus.NewDesc("rpd_pool_retained", "1 if the pool was removed from the configuration but is kept while in use.", poolLabels, nil)
+	descPoolEvents    = prometheus.NewDesc("rpd_pool_events_total", "Pool lease events by kind: granted, released, cancelled, timed_out, expired, rejected.", []string{"pool", "event"}, nil)
+	descPoolWaits     = prometheus.NewDesc("rpd_pool_waits_total", "Granted requests that had to wait.", poolLabels, nil)
+	descPoolWaitSecs  = prometheus.NewDesc("rpd_pool_wait_seconds_total", "Total time granted requests waited.", poolLabels, nil)
+
+	descBudgetBytes      = prometheus.NewDesc("rpd_budget_bytes", "Budgeted bytes by resource (scan_ring, delta_cache).", []string{"budget", "resource"}, nil)
+	descBudgetBytesInUse = prometheus.NewDesc("rpd_budget_bytes_in_use", "Bytes held by permits, by resource.", []string{"budget", "resource"}, nil)
+	descBudgetSpill      = prometheus.NewDesc("rpd_budget_spill_slots", "Spill slots of a budget with limited spilling.", budgetLabels, nil)
+	descBudgetSpillInUse = prometheus.NewDesc("rpd_budget_spill_slots_in_use", "Counted spill slots held.", budgetLabels, nil)
+	descBudgetQueued     = prometheus.NewDesc("rpd_budget_queued_requests", "Permit requests waiting.", budgetLabels, nil)
+	descBudgetEvents     = prometheus.NewDesc("rpd_budget_events_total", "Permit events by kind: granted, denied, waited, cancelled.", []string{"budget", "event"}, nil)
+	descBudgetWaitSecs   = prometheus.NewDesc("rpd_budget_wait_seconds_total", "Total time granted permits waited.", budgetLabels, nil)
+	descPermitsHeld      = prometheus.NewDesc("rpd_budget_remote_permits", "Permits held by remote clients.", budgetLabels, nil)
+	descPermitsExpired   = prometheus.NewDesc("rpd_remote_permits_expired_total", "Remote budget permits released because their holder stopped heartbeating.", nil, nil)
+
+	descCeilingMax       = prometheus.NewDesc("rpd_vm_ceiling_max", "The ceiling.", ceilingLabels, nil)
+	descCeilingActive    = prometheus.NewDesc("rpd_vm_ceiling_provider_active", "Last usage figure accepted from the provider.", ceilingLabels, nil)
+	descCeilingClaims    = prometheus.NewDesc("rpd_vm_ceiling_local_claims", "VMs covered by local claims that still count.", ceilingLabels, nil)
+	descCeilingEffective = prometheus.NewDesc("rpd_vm_ceiling_effective", "provider_active + local_claims.", ceilingLabels, nil)
+	descCeilingAvailable = prometheus.NewDesc("rpd_vm_ceiling_available", "VMs that may be granted now.", ceilingLabels, nil)
+	descCeilingQueued    = prometheus.NewDesc("rpd_vm_ceiling_queued_requests", "Claim requests waiting.", ceilingLabels, nil)
+	descCeilingStale     = prometheus.NewDesc("rpd_vm_ceiling_stale", "1 while no fresh usage figure: nothing is granted.", ceilingLabels, nil)
+	descCeilingEvents    = prometheus.NewDesc("rpd_vm_ceiling_events_total", "Ledger events by kind: granted, queued, expired_unconfirmed, denied_stale, source_errors, figures, confirmed, retired, cancelled.", []string{"vm_ceiling", "event"}, nil)
+)
+
+func (c *componentCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPoolSlots, descPoolUsed, descPoolAvailable, descPoolQueued, descPoolRetained, descPoolEvents, descPoolWaits, descPoolWaitSecs,
+		descBudgetBytes, descBudgetBytesInUse, descBudgetSpill, descBudgetSpillInUse, descBudgetQueued, descBudgetEvents, descBudgetWaitSecs, descPermitsHeld, descPermitsExpired,
+		descCeilingMax, descCeilingActive, descCeilingClaims, descCeilingEffective, descCeilingAvailable, descCeilingQueued, descCeilingStale, descCeilingEvents} {
+		ch <- d
+	}
+	describeClasses(ch)
+}
+
+func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (c *componentCollector) Collect(ch chan<- prometheus.Metric) {
+	comp := c.d.comp
+	comp.mu.RLock()
+	gone := make(map[string]bool, len(comp.poolGone))
+	for n := range comp.poolGone {
+		gone[n] = true
+	}
+	budgets := make([]*budget, 0, len(comp.budgets))
+	for _, b := range comp.budgets {
+		budgets = append(budgets, b)
+	}
+	ceilings := make([]*ceiling, 0, len(comp.ceilings))
+	for _, ce := range comp.ceilings {
+		ceilings = append(ceilings, ce)
+	}
+	comp.mu.RUnlock()
+
+	for _, s := range comp.pools.ListPools() {
+		n := s.Name
+		gauge(ch, descPoolSlots, float64(s.Total), n)
+		gauge(ch, descPoolUsed, float64(s.Used), n)
+		gauge(ch, descPoolAvailable, float64(s.Available), n)
+		gauge(ch, descPoolQueued, float64(s.Queued), n)
+		gauge(ch, descPoolRetained, b2f(gone[n]), n)
+		st := s.Stats
+		for _, e := range []struct {
+			ev string
+			v  uint64
+		}{{"granted", st.Granted}, {"released", st.Released}, {"cancelled", st.Cancelled}, {"timed_out", st.TimedOut}, {"expired", st.Expired}, {"rejected", st.Rejected}} {
+			counter(ch, descPoolEvents, float64(e.v), n, e.ev)
+		}
+		counter(ch, descPoolWaits, float64(st.Wait.Count), n)
+		counter(ch, descPoolWaitSecs, st.Wait.Sum.Seconds(), n)
+	}
+
+	held := c.d.permits.count()
+	for _, b := range budgets {
+		n := b.name
+		p := b.pool
+		st := p.Stats()
+		gauge(ch, descBudgetBytes, float64(p.ScanRingTotal()), n, "scan_ring")
+		gauge(ch, descBudgetBytes, float64(p.DeltaCacheTotal()), n, "delta_cache")
+		gauge(ch, descBudgetBytesInUse, float64(st.ScanRingInUse), n, "scan_ring")
+		gauge(ch, descBudgetBytesInUse, float64(st.DeltaCacheInUse), n, "delta_cache")
+		if total, limited := p.SpillSlotsTotal(); limited {
+			gauge(ch, descBudgetSpill, float64(total), n)
+		}
+		gauge(ch, descBudgetSpillInUse, float64(st.SpillSlotsInUse), n)
+		gauge(ch, descBudgetQueued, float64(st.Queued), n)
+		gauge(ch, descPermitsHeld, float64(held[n]), n)
+		counter(ch, descBudgetEvents, float64(st.Granted), n, "granted")
+		counter(ch, descBudgetEvents, float64(st.Denied), n, "denied")
+		counter(ch, descBudgetEvents, float64(st.Waited), n, "waited")
+		counter(ch, descBudgetEvents, float64(st.Cancelled), n, "cancelled")
+		counter(ch, descBudgetWaitSecs, st.WaitTime.Seconds(), n)
+	}
+	counter(ch, descPermitsExpired, float64(c.d.permits.expired.Load()))
+
+	for _, ce := range ceilings {
+		n := ce.name
+		s := ce.ledger.Status()
+		gauge(ch, descCeilingMax, float64(s.Max), n)
+		gauge(ch, descCeilingActive, float64(s.ProviderActive), n)
+		gauge(ch, descCeilingClaims, float64(s.LocalClaims), n)
+		gauge(ch, descCeilingEffective, float64(s.Effective), n)
+		gauge(ch, descCeilingAvailable, float64(s.Available), n)
+		gauge(ch, descCeilingQueued, float64(s.Queued), n)
+		gauge(ch, descCeilingStale, b2f(s.Stale), n)
+		st := ce.ledger.Stats()
+		for _, e := range []struct {
+			ev string
+			v  uint64
+		}{{"granted", st.Granted}, {"queued", st.Queued}, {"expired_unconfirmed", st.ExpiredUnconfirmed}, {"denied_stale", st.DeniedStale},
+			{"source_errors", st.SourceErrors}, {"figures", st.Figures}, {"confirmed", st.Confirmed}, {"retired", st.Retired}, {"cancelled", st.Cancelled}} {
+			counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
+		}
+	}
+	c.d.collectClasses(ch)
+}

@@ -1,0 +1,254 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/spec"
+)
+
+// reloadState is the daemon's configuration state. It is replaced as a
+// whole (never mutated), so readers load it without locks.
+type reloadState struct {
+	// version increments on every successful reload that changes
+	// something; 0 until the first configuration is active.
+	version int64
+	hash    string // snapshot hash of the active configuration
+	print   string // fingerprint of the active configuration (see fingerprint)
+	// attempted is the snapshot hash the last reload attempted, good or
+	// bad: a rejected configuration is not retried until its content
+	// changes.
+	attempted string
+	cfg       *spec.Config
+	last      api.ReloadResult
+}
+
+// reloader serialises reloads and publishes their state.
+type reloader struct {
+	mu  sync.Mutex // held for a whole reload
+	cur atomic.Pointer[reloadState]
+}
+
+func (r *reloader) state() *reloadState {
+	if s := r.cur.Load(); s != nil {
+		return s
+	}
+	return &reloadState{}
+}
+
+// Reload reloads the configuration now, even if its files did not change
+// (SIGHUP, POST /v1/reload), and returns the result. In serve mode it
+// re-reads the runtime document.
+func (d *Daemon) Reload(ctx context.Context) api.ReloadResult {
+	return d.reload(ctx, true)
+}
+
+// reloadIfChanged is the watcher's reload: a snapshot whose hash was
+// already attempted is a no-op.
+func (d *Daemon) reloadIfChanged(ctx context.Context) api.ReloadResult {
+	return d.reload(ctx, false)
+}
+
+func (d *Daemon) reload(ctx context.Context, force bool) api.ReloadResult {
+	d.reloader.mu.Lock()
+	defer d.reloader.mu.Unlock()
+	if d.opts.Mode == ModeServe {
+		return d.followLocked(ctx, force)
+	}
+	start := time.Now()
+	prev := d.reloader.state()
+	snap, err := watch.Take(d.opts.Path)
+	if err != nil {
+		return d.rejectLocked(prev, "", start, err)
+	}
+	if !force && snap.Hash == prev.attempted {
+		return prev.last
+	}
+	cfg, err := loadSnapshot(snap, d.opts.Vars)
+	if err != nil {
+		return d.rejectLocked(prev, snap.Hash, start, err)
+	}
+	return d.applyLocked(ctx, prev, cfg, snap.Hash, start)
+}
+
+// applyLocked is build → validate → swap for a loaded configuration:
+// everything is checked before anything is touched, and a failure keeps
+// the last good configuration active.
+func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, cfg *spec.Config, hash string, start time.Time) api.ReloadResult {
+	if err := d.checkSecurity(cfg); err != nil {
+		return d.rejectLocked(prev, hash, start, err)
+	}
+	p, err := d.comp.prepare(cfg)
+	if err != nil {
+		return d.rejectLocked(prev, hash, start, err)
+	}
+	if d.apply != nil {
+		if err := d.apply(ctx, cfg); err != nil {
+			return d.rejectLocked(prev, hash, start, fmt.Errorf("apply: %w", err))
+		}
+	}
+	changes, commitErr := d.comp.commit(p)
+	d.setToken(cfg)
+	print := fingerprint(cfg)
+	next := &reloadState{version: prev.version, hash: hash, print: print, attempted: hash, cfg: cfg}
+	changed := print != prev.print || len(changes) > 0
+	if changed {
+		next.version++
+	}
+	now := time.Now()
+	next.last = api.ReloadResult{OK: commitErr == nil, At: now.UTC(), Changed: changed, ConfigVersion: next.version, DurationMS: ms(now.Sub(start))}
+	if commitErr != nil {
+		next.last.Error = commitErr.Error()
+	}
+	d.reloader.cur.Store(next)
+	d.metrics.version.Set(float64(next.version))
+	if commitErr != nil {
+		d.metrics.reloads.WithLabelValues("failure").Inc()
+		d.metrics.lastOK.Set(0)
+		d.log.Error("configuration partly applied", "version", next.version, "err", commitErr)
+		return next.last
+	}
+	d.metrics.reloads.WithLabelValues("success").Inc()
+	d.metrics.lastOK.Set(1)
+	d.metrics.lastSuccessTS.Set(float64(now.UnixNano()) / 1e9)
+	if changed {
+		d.log.Info("configuration applied", "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
+	}
+	return next.last
+}
+
+// rejectLocked records a failed reload; the active configuration stays.
+func (d *Daemon) rejectLocked(prev *reloadState, hash string, start time.Time, err error) api.ReloadResult {
+	next := *prev
+	next.attempted = hash
+	now := time.Now()
+	next.last = api.ReloadResult{OK: false, At: now.UTC(), Error: err.Error(), ConfigVersion: prev.version, DurationMS: ms(now.Sub(start))}
+	d.reloader.cur.Store(&next)
+	d.metrics.reloads.WithLabelValues("failure").Inc()
+	d.metrics.lastOK.Set(0)
+	d.log.Error("configuration rejected; the last good configuration stays active", "version", prev.version, "err", err)
+	return next.last
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
+
+// ConfigError is a configuration that does not load: its diagnostics, with
+// the parsed files for printing snippets.
+type ConfigError struct {
+	Diags hcl.Diagnostics
+	Files map[string]*hcl.File
+}
+
+func (e *ConfigError) Error() string { return formatDiags(e.Diags) }
+
+// loadSnapshot loads a configuration from a snapshot's files.
+func loadSnapshot(snap watch.Snapshot, vars spec.Vars) (*spec.Config, error) {
+	if len(snap.Files) == 0 {
+		return nil, errors.New("the configuration has no *.hcl files")
+	}
+	l := spec.NewLoader()
+	cfg, diags := l.LoadSources(snap.Files, vars)
+	if diags.HasErrors() {
+		return nil, &ConfigError{Diags: diags, Files: l.Files()}
+	}
+	return cfg, nil
+}
+
+// formatDiags renders the errors of diags one per line, each prefixed by
+// file:line,column.
+func formatDiags(diags hcl.Diagnostics) string {
+	var lines []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		if s := d.Subject; s != nil {
+			msg = fmt.Sprintf("%s:%d,%d: %s", s.Filename, s.Start.Line, s.Start.Column, msg)
+		}
+		lines = append(lines, msg)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fingerprint identifies a configuration's meaning: its JSON form without
+// source ranges and file names, so that moving a block or editing a
+// comment is not a change.
+func fingerprint(cfg *spec.Config) string {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return ""
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return ""
+	}
+	v = stripRanges(v)
+	b, _ = json.Marshal(v) // maps marshal with sorted keys
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func stripRanges(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k := range t {
+			if k == "DeclRange" || k == "Files" {
+				delete(t, k)
+				continue
+			}
+			t[k] = stripRanges(t[k])
+		}
+	case []any:
+		for i := range t {
+			t[i] = stripRanges(t[i])
+		}
+	}
+	return v
+}
+
+// Status reports the daemon's state for GET /v1/status.
+func (d *Daemon) Status() api.Status {
+	st := d.reloader.state()
+	out := api.Status{
+		Mode:          d.opts.Mode,
+		ConfigVersion: st.version,
+		ConfigHash:    st.hash,
+		StateVersion:  d.stateVersion.Load(),
+		LastReload:    st.last,
+		StartedAt:     d.started.UTC(),
+		Components:    d.comp.snapshot(),
+	}
+	if st.cfg != nil {
+		out.Stack = st.cfg.Stack
+	}
+	counts := d.permits.count()
+	for i := range out.Components.Budgets {
+		out.Components.Budgets[i].Permits = counts[out.Components.Budgets[i].Name]
+	}
+	sort.Slice(out.Components.Pools, func(i, j int) bool { return out.Components.Pools[i].Name < out.Components.Pools[j].Name })
+	return out
+}

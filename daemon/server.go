@@ -1,0 +1,241 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+)
+
+// routes registers every route of the API on a new ServeMux and wraps it in
+// the authentication and metrics middleware. docs/api.md documents each.
+func (d *Daemon) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", d.healthz)
+	mux.HandleFunc("GET /readyz", d.readyz)
+	mux.Handle("GET /metrics", d.metricsHandler())
+	mux.HandleFunc("GET /v1/status", d.status)
+	mux.HandleFunc("POST /v1/reload", d.reloadRoute)
+
+	mux.HandleFunc("GET /v1/pools", d.listPools)
+	mux.HandleFunc("GET /v1/pools/{name}", d.getPool)
+	mux.HandleFunc("POST /v1/pools/{name}/acquire", d.acquire)
+	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", d.heartbeat)
+	mux.HandleFunc("DELETE /v1/leases/{id}", d.releaseLease)
+
+	mux.HandleFunc("GET /v1/budgets", d.listBudgets)
+	mux.HandleFunc("GET /v1/budgets/{name}", d.getBudget)
+	mux.HandleFunc("POST /v1/budgets/{name}/permits", d.acquirePermit)
+	mux.HandleFunc("DELETE /v1/budgets/{name}/permits/{id}", d.releasePermit)
+
+	mux.HandleFunc("GET /v1/ceilings", d.listCeilings)
+	mux.HandleFunc("GET /v1/ceilings/{name}", d.getCeiling)
+	mux.HandleFunc("POST /v1/ceilings/{name}/claims", d.requestClaim)
+	mux.HandleFunc("POST /v1/ceilings/{name}/claims/{id}/confirm", d.confirmClaim)
+	mux.HandleFunc("DELETE /v1/ceilings/{name}/claims/{id}", d.cancelClaim)
+	mux.HandleFunc("PUT /v1/ceilings/{name}/usage", d.putUsage)
+
+	mux.HandleFunc("POST /v1/classes/{class}/pickup", d.pickup)
+	mux.HandleFunc("POST /v1/classes/{class}/instances", d.offer)
+	mux.HandleFunc("POST /v1/instances/{id}/release", d.releaseInstance)
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
+	return d.middleware(mux)
+}
+
+// noRoute answers requests no pattern matched: 405 when the path exists
+// under another method, else 404, both in the JSON error model.
+func (d *Daemon) noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, pattern := mux.Handler(r2); pattern != "" && pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s; see docs/api.md for the routes", r.Method, r.URL.Path))
+}
+
+// middleware checks the bearer token (every route but /healthz and
+// /readyz, so that probes need no secret) and counts requests.
+func (d *Daemon) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tok := d.token.Load(); tok != nil && *tok != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+			if !validBearer(r.Header.Get("Authorization"), *tok) {
+				d.metrics.unauthorized.Inc()
+				w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
+				writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with the daemon's RPD_TOKEN")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// validBearer compares the presented token with want in constant time (for
+// equal lengths; the length itself is not secret enough to matter).
+func validBearer(header, want string) bool {
+	got, ok := strings.CutPrefix(header, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// writeJSON writes v with status. It returns the write error, so a handler
+// that granted something can give it back when the client is gone.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the response"}}`, http.StatusInternalServerError)
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.WriteHeader(status)
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	_ = writeJSON(w, status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+}
+
+// httpError is an error with its HTTP status and API code.
+type httpError struct {
+	status int
+	code   string
+	kind   string
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusBadRequest, code: api.CodeBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+func notFound(format string, args ...any) *httpError {
+	return &httpError{status: http.StatusNotFound, code: api.CodeNotFound, msg: fmt.Sprintf(format, args...)}
+}
+
+// fail writes err: an *httpError as it says, anything else through
+// classify (the runtime packages' sentinels), else 500.
+func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = classify(err)
+	}
+	if he.status >= 500 {
+		d.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	_ = writeJSON(w, he.status, api.ErrorBody{Error: api.Error{Code: he.code, Message: he.msg, Kind: he.kind}})
+}
+
+// decode reads the JSON body of r into v: at most api.MaxBodyBytes, no
+// unknown fields, exactly one value. An empty body decodes as {}.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
+	return decodeBody(body, v)
+}
+
+// decodeBody is decode without the ResponseWriter, for the fuzz target.
+func decodeBody(body io.Reader, v any) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeBodyTooLarge,
+				msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
+		case errors.Is(err, io.EOF):
+			return nil // empty body: every field takes its default
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeBodyTooLarge,
+				msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
+		}
+		return badRequest("invalid JSON body: more than one JSON value")
+	}
+	return nil
+}
+
+// waitDuration converts wait_seconds, rejecting negative, non-finite and
+// too-long waits.
+func waitDuration(s float64) (time.Duration, error) {
+	if !(s >= 0) || s > api.MaxWaitSeconds {
+		return 0, badRequest("wait_seconds %v out of range: use 0 (answer at once) to %d", s, api.MaxWaitSeconds)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+// ttlDuration converts ttl_seconds; 0 means def.
+func ttlDuration(s float64, def time.Duration) (time.Duration, error) {
+	const maxTTL = 7 * 24 * 3600
+	if !(s >= 0) || s > maxTTL {
+		return 0, badRequest("ttl_seconds %v out of range: use 0 (the default) up to %d", s, maxTTL)
+	}
+	if s == 0 {
+		return def, nil
+	}
+	d := time.Duration(s * float64(time.Second))
+	if d < time.Second {
+		return 0, badRequest("ttl_seconds %v too short: a lease must live at least 1 second", s)
+	}
+	return d, nil
+}
+
+func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
+	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz is 200 when a configuration is active and the backend answers.
+func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
+	if d.reloader.state().version == 0 {
+		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "no configuration is active yet")
+		return
+	}
+	if err := d.backend.ping(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "backend unreachable: "+err.Error())
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
+	_ = writeJSON(w, http.StatusOK, d.Status())
+}
+
+func (d *Daemon) reloadRoute(w http.ResponseWriter, r *http.Request) {
+	if err := decode(w, r, &struct{}{}); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	res := d.Reload(r.Context())
+	status := http.StatusOK
+	if !res.OK {
+		status = http.StatusUnprocessableEntity
+	}
+	_ = writeJSON(w, status, res)
+}
