@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
@@ -60,7 +61,7 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pools: task %q in pool %q: %w", req.TaskID, p.name, err)
 	}
-	l := &Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, ttl: req.TTL, index: -1}
+	l := &Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, index: -1}
 
 	p.mu.Lock()
 	if p.deleted {
@@ -73,8 +74,8 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pools: task %q asks for %d slot(s), pool %q has %d in total: %w (ask for fewer or grow the pool)", req.TaskID, slots, p.name, total, ErrExceedsCapacity)
 	}
-	if l.ttl == 0 {
-		l.ttl = p.leaseTTL
+	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil {
+		l.ext = &leaseExt{ttl: ttl}
 	}
 	p.seq++
 	l.seq = p.seq
@@ -182,7 +183,7 @@ func (m *Manager) confirm(ctx context.Context, l *Lease, w *waiter) (*Lease, err
 		p.mu.Unlock()
 		// The put may have landed even though it reported failure.
 		if derr := m.unpersist(l); derr != nil {
-			m.log.Error("pools: deleting record of rolled-back grant", "lease", l.id, "err", derr)
+			m.log.Error("pools: deleting record of rolled-back grant", "lease", l.ext.id, "err", derr)
 		}
 		return nil, fmt.Errorf("pools: recording lease for task %q in pool %q: %w: %w (the grant was rolled back; retry)", l.taskID, p.name, ErrStore, err)
 	}

@@ -10,19 +10,27 @@ import (
 // Lease is a grant of Slots slots in one pool, held until Release, until the
 // pool's Manager.Release for its task, or, with a TTL, until it expires for
 // want of Heartbeat. Its methods are safe for concurrent use.
+//
+// The struct holds only what the fast path needs (64 bytes, the one
+// allocation of an uncontended Acquire); TTL, ID and store state live in a
+// leaseExt allocated only for leases that have them.
 type Lease struct {
 	p        *pool
 	taskID   string
 	priority int
 	slots    int
-	seq      uint64
-	ttl      time.Duration
+	seq      uint64    // arrival in the pool: FIFO order and ID
+	index    int       // in p.holders; -1 when not held. Guarded by p.mu.
+	ext      *leaseExt // nil unless TTL, Store or ID; set under p.mu
+}
 
-	// Guarded by p.mu.
-	index     int // in p.holders; -1 when not held
+// leaseExt is the part of a Lease that only leases with a TTL, a Store or
+// a requested ID have. Guarded by the pool's mu, except storeMu.
+type leaseExt struct {
+	ttl       time.Duration
 	expired   bool
 	id        string
-	grantedAt time.Time // set only with a TTL or a Store
+	grantedAt time.Time // set with a TTL or a Store
 	expiresAt time.Time // zero without a TTL
 	timer     Timer     // expiry, with a TTL
 
@@ -44,7 +52,14 @@ func (l *Lease) Priority() int { return l.priority }
 func (l *Lease) Slots() int { return l.slots }
 
 // TTL is the lease's time to live; 0 means it never expires.
-func (l *Lease) TTL() time.Duration { return l.ttl }
+func (l *Lease) TTL() time.Duration {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.ext == nil {
+		return 0
+	}
+	return l.ext.ttl
+}
 
 // ID is the lease's durable identifier, "<pool>/<manager>-<n>", stable
 // across Restore; Manager.Lease finds a held lease by it. Without a Store the
@@ -52,17 +67,23 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 func (l *Lease) ID() string {
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
-	if l.id == "" {
+	if l.ext == nil {
+		l.ext = &leaseExt{}
+	}
+	if l.ext.id == "" {
 		l.p.assignIDLocked(l)
 	}
-	return l.id
+	return l.ext.id
 }
 
 // ExpiresAt is when the lease expires unless heartbeated; zero without a TTL.
 func (l *Lease) ExpiresAt() time.Time {
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
-	return l.expiresAt
+	if l.ext == nil {
+		return time.Time{}
+	}
+	return l.ext.expiresAt
 }
 
 // Held reports whether the lease still holds its slots.
@@ -106,21 +127,21 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	p := l.p
 	p.mu.Lock()
 	if l.index < 0 {
-		expired := l.expired
+		expired := l.ext != nil && l.ext.expired
 		p.mu.Unlock()
 		if expired {
 			return fmt.Errorf("pools: lease for task %q in pool %q: %w (acquire again)", l.taskID, p.name, ErrLeaseExpired)
 		}
 		return fmt.Errorf("pools: lease for task %q in pool %q: %w", l.taskID, p.name, ErrLeaseReleased)
 	}
-	if l.ttl > 0 {
-		l.expiresAt = p.m.clock.Now().Add(l.ttl)
-		l.timer.Reset(l.ttl)
+	if x := l.ext; x != nil && x.ttl > 0 {
+		x.expiresAt = p.m.clock.Now().Add(x.ttl)
+		x.timer.Reset(x.ttl)
 	}
 	p.mu.Unlock()
 	if p.m.store != nil {
 		if err := p.m.persist(ctx, l); err != nil {
-			return fmt.Errorf("pools: recording heartbeat of lease %q: %w: %w", l.id, ErrStore, err)
+			return fmt.Errorf("pools: recording heartbeat of lease %q: %w: %w", l.ext.id, ErrStore, err)
 		}
 	}
 	return nil
@@ -128,7 +149,7 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 
 // armExpiryLocked starts the expiry timer for l.expiresAt.
 func (l *Lease) armExpiryLocked() {
-	l.timer = l.p.m.clock.AfterFunc(l.expiresAt.Sub(l.p.m.clock.Now()), l.expire)
+	l.ext.timer = l.p.m.clock.AfterFunc(l.ext.expiresAt.Sub(l.p.m.clock.Now()), l.expire)
 }
 
 // expire runs on the expiry timer. A heartbeat that raced the timer moved
@@ -137,39 +158,40 @@ func (l *Lease) armExpiryLocked() {
 func (l *Lease) expire() {
 	p := l.p
 	p.mu.Lock()
-	if l.index < 0 || p.m.clock.Now().Before(l.expiresAt) {
+	if l.index < 0 || p.m.clock.Now().Before(l.ext.expiresAt) {
 		p.mu.Unlock()
 		return
 	}
 	p.dropLocked(l)
-	l.expired = true
+	l.ext.expired = true
 	p.stats.Expired++
 	p.grantLocked()
 	p.mu.Unlock()
-	p.m.log.Warn("pools: lease expired without heartbeat; slots returned", "pool", p.name, "task", l.taskID, "slots", l.slots, "lease", l.id)
+	p.m.log.Warn("pools: lease expired without heartbeat; slots returned", "pool", p.name, "task", l.taskID, "slots", l.slots, "lease", l.ext.id)
 	if p.m.store != nil {
 		if err := p.m.unpersist(l); err != nil {
-			p.m.log.Error("pools: deleting expired lease record", "lease", l.id, "err", err)
+			p.m.log.Error("pools: deleting expired lease record", "lease", l.ext.id, "err", err)
 		}
 	}
 }
 
 func (l *Lease) recordLocked() LeaseRecord {
 	return LeaseRecord{
-		LeaseID:   l.id,
+		LeaseID:   l.ext.id,
 		Pool:      l.p.name,
 		TaskID:    l.taskID,
 		Priority:  l.priority,
 		Slots:     l.slots,
-		GrantedAt: l.grantedAt,
-		ExpiresAt: l.expiresAt,
+		GrantedAt: l.ext.grantedAt,
+		ExpiresAt: l.ext.expiresAt,
 	}
 }
 
-// persist writes l's record if l is still held.
+// persist writes l's record if l is still held. With a Store every lease
+// has its ext from the start.
 func (m *Manager) persist(ctx context.Context, l *Lease) error {
-	l.storeMu.Lock()
-	defer l.storeMu.Unlock()
+	l.ext.storeMu.Lock()
+	defer l.ext.storeMu.Unlock()
 	l.p.mu.Lock()
 	if l.index < 0 {
 		l.p.mu.Unlock()
@@ -180,14 +202,14 @@ func (m *Manager) persist(ctx context.Context, l *Lease) error {
 	return m.store.PutLease(ctx, rec)
 }
 
-// unpersist deletes l's record; l is no longer held, so l.id is fixed.
+// unpersist deletes l's record; its ID was fixed at grant.
 func (m *Manager) unpersist(l *Lease) error {
-	l.storeMu.Lock()
-	defer l.storeMu.Unlock()
+	l.ext.storeMu.Lock()
+	defer l.ext.storeMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
 	defer cancel()
-	if err := m.store.DeleteLease(ctx, l.id); err != nil {
-		return fmt.Errorf("pools: deleting record of lease %q: %w: %w", l.id, ErrStore, err)
+	if err := m.store.DeleteLease(ctx, l.ext.id); err != nil {
+		return fmt.Errorf("pools: deleting record of lease %q: %w: %w", l.ext.id, ErrStore, err)
 	}
 	return nil
 }

@@ -91,11 +91,11 @@ func (h *waiterHeap) Pop() any {
 
 // holdLocked grants l now: stamps it and adds it to the holders.
 func (p *pool) holdLocked(l *Lease) {
-	if l.ttl > 0 || p.m.store != nil {
-		l.grantedAt = p.m.clock.Now()
-	}
-	if l.ttl > 0 {
-		l.expiresAt = l.grantedAt.Add(l.ttl)
+	if x := l.ext; x != nil {
+		x.grantedAt = p.m.clock.Now()
+		if x.ttl > 0 {
+			x.expiresAt = x.grantedAt.Add(x.ttl)
+		}
 	}
 	p.insertLocked(l)
 }
@@ -105,11 +105,13 @@ func (p *pool) insertLocked(l *Lease) {
 	p.used += l.slots
 	l.index = len(p.holders)
 	p.holders = append(p.holders, l)
-	if p.m.store != nil || l.id != "" {
-		p.assignIDLocked(l)
-	}
-	if !l.expiresAt.IsZero() {
-		l.armExpiryLocked()
+	if x := l.ext; x != nil {
+		if p.m.store != nil || x.id != "" {
+			p.assignIDLocked(l)
+		}
+		if !x.expiresAt.IsZero() {
+			l.armExpiryLocked()
+		}
 	}
 }
 
@@ -124,13 +126,15 @@ func (p *pool) dropLocked(l *Lease) {
 	p.holders = p.holders[:last]
 	l.index = -1
 	p.used -= l.slots
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	if l.id != "" {
-		p.m.idMu.Lock()
-		delete(p.m.ids, l.id)
-		p.m.idMu.Unlock()
+	if x := l.ext; x != nil {
+		if x.timer != nil {
+			x.timer.Stop()
+		}
+		if x.id != "" {
+			p.m.idMu.Lock()
+			delete(p.m.ids, x.id)
+			p.m.idMu.Unlock()
+		}
 	}
 }
 
@@ -200,14 +204,15 @@ func (p *pool) status(now time.Time) PoolStatus {
 	return st
 }
 
-// assignIDLocked gives l its durable ID and indexes it for Manager.Lease.
+// assignIDLocked gives l (which has its ext) its durable ID, if it has none
+// yet, and indexes it for Manager.Lease while held.
 func (p *pool) assignIDLocked(l *Lease) {
-	if l.id == "" {
-		l.id = fmt.Sprintf("%s/%s-%d", p.name, p.m.idPrefix, l.seq)
+	if l.ext.id == "" {
+		l.ext.id = fmt.Sprintf("%s/%s-%d", p.name, p.m.idPrefix, l.seq)
 	}
 	if l.index >= 0 {
 		p.m.idMu.Lock()
-		p.m.ids[l.id] = l
+		p.m.ids[l.ext.id] = l
 		p.m.idMu.Unlock()
 	}
 }

@@ -67,8 +67,8 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			}
 			continue
 		}
-		l := &Lease{p: p, taskID: rec.TaskID, priority: rec.Priority, slots: rec.Slots, index: -1,
-			id: rec.LeaseID, grantedAt: rec.GrantedAt, expiresAt: rec.ExpiresAt}
+		x := &leaseExt{id: rec.LeaseID, grantedAt: rec.GrantedAt, expiresAt: rec.ExpiresAt}
+		l := &Lease{p: p, taskID: rec.TaskID, priority: rec.Priority, slots: rec.Slots, index: -1, ext: x}
 		p.mu.Lock()
 		if p.deleted {
 			p.mu.Unlock()
@@ -76,12 +76,12 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			continue
 		}
 		if !rec.ExpiresAt.IsZero() {
-			l.ttl = p.leaseTTL
-			if l.ttl <= 0 {
-				l.ttl = rec.ExpiresAt.Sub(rec.GrantedAt)
+			x.ttl = p.leaseTTL
+			if x.ttl <= 0 {
+				x.ttl = rec.ExpiresAt.Sub(rec.GrantedAt)
 			}
-			if l.ttl <= 0 {
-				l.ttl = rec.ExpiresAt.Sub(now)
+			if x.ttl <= 0 {
+				x.ttl = rec.ExpiresAt.Sub(now)
 			}
 		}
 		p.insertLocked(l)
