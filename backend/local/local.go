@@ -104,7 +104,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	b := &Backend{path: path, stack: opts.Stack, clock: opts.Clock, log: opts.Logger, wdb: wdb, rdb: rdb, pollEvery: 20 * time.Millisecond}
 	if err := b.migrate(ctx); err != nil {
 		b.Close()
-		return nil, err
+		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	return b, nil
 }

@@ -79,27 +79,27 @@ func (b *Backend) migrate(ctx context.Context) error {
 	return b.write(ctx, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-			return fmt.Errorf("local backend: read the schema version of %s (is it an SQLite database?): %w", b.path, err)
+			return fmt.Errorf("read the schema version (is it an SQLite database?): %w", err)
 		}
 		if v > len(migrations) {
-			return fmt.Errorf("local backend: %s has schema version %d, newer than this rpd knows (%d); upgrade rpd", b.path, v, len(migrations))
+			return fmt.Errorf("schema version %d is newer than this rpd knows (%d); upgrade rpd", v, len(migrations))
 		}
 		if v == 0 {
 			// A fresh file has no tables; a file with foreign tables is not ours.
 			var n int
 			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type='table'`).Scan(&n); err != nil {
-				return fmt.Errorf("local backend: inspect %s: %w", b.path, err)
+				return fmt.Errorf("inspect the tables: %w", err)
 			}
 			if n > 0 {
-				return fmt.Errorf("local backend: %s holds %d tables but no rpd schema version; it is not an rpd database, choose another path", b.path, n)
+				return fmt.Errorf("the file holds %d tables but no rpd schema version; it is not an rpd database, choose another path", n)
 			}
 		}
 		for i := v; i < len(migrations); i++ {
 			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-				return fmt.Errorf("local backend: migrate %s to schema version %d: %w", b.path, i+1, err)
+				return fmt.Errorf("migrate to schema version %d: %w", i+1, err)
 			}
 			if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, i+1)); err != nil {
-				return fmt.Errorf("local backend: migrate %s to schema version %d: %w", b.path, i+1, err)
+				return fmt.Errorf("migrate to schema version %d: %w", i+1, err)
 			}
 			b.log.Debug("migrated database schema", "path", b.path, "version", i+1)
 		}
