@@ -393,7 +393,7 @@ func (a *applier) run(ctx context.Context) error {
 			}
 		case TypeRunnerClass:
 			if q := a.result(Address{TypeQueue, c.Address.Name}); q != nil && q.Status != Succeeded && c.Action != Delete {
-				a.skip(c.Address, fmt.Errorf("%s depends on queue.%s, which did not apply", c.Address, c.Address.Name))
+				a.skip(c.Address, fmt.Errorf("depends on queue.%s, which did not apply", c.Address.Name))
 				continue
 			}
 			setEntry(doc.RunnerClasses, p.Desired.RunnerClasses, c)
