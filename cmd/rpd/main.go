@@ -36,6 +36,8 @@ var commands = []command{
 	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
 	{"watch", "Run the daemon on a configuration directory, reloading on every change", runWatch},
 	{"serve", "Run the daemon on the runtime document in the state store", runServe},
+	{"run", "Run a command while holding slots of a pool of the daemon", runRun},
+	{"status", "Show a running daemon's status, pools, budgets and ceilings", runStatus},
 	{"version", "Show the rpd version", runVersion},
 }
 

@@ -1,0 +1,296 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+)
+
+// Client talks to one daemon. It is safe for concurrent use.
+type Client struct {
+	base  string // "http://host:port", no trailing slash
+	token string
+	hc    *http.Client
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithToken sends token as the bearer token of every request.
+func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient replaces the HTTP client. It must not set a Timeout
+// shorter than the longest wait_seconds the caller uses.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client of the daemon at addr: "HOST:PORT" or an
+// "http://" / "https://" URL.
+func New(addr string, opts ...Option) (*Client, error) {
+	if addr == "" {
+		return nil, errors.New("client: empty daemon address; pass HOST:PORT such as 127.0.0.1:7070")
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("client: daemon address %q: want HOST:PORT or an http(s) URL", addr)
+	}
+	c := &Client{base: strings.TrimSuffix(u.String(), "/")}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = 256
+		t.MaxIdleConnsPerHost = 256
+		t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		c.hc = &http.Client{Transport: t}
+	}
+	return c, nil
+}
+
+// IsCode reports whether err is an API error with this code (api.Code*).
+func IsCode(err error, code string) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Code == code
+}
+
+// send sends one request and returns the status and body of the answer.
+// in, when not nil, is the JSON body.
+func (c *Client) send(ctx context.Context, method, path string, in any) (int, []byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, nil, fmt.Errorf("client: encode %s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return 0, nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, nil, fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+	}
+	return resp.StatusCode, b, nil
+}
+
+// do sends one request; out, when not nil, receives the JSON response. A
+// non-2xx answer is an *api.Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	status, b, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	if status < 200 || status > 299 {
+		return apiError(status, b)
+	}
+	if out == nil || len(b) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("client: %s %s: decode the response: %w", method, path, err)
+	}
+	return nil
+}
+
+func apiError(status int, body []byte) *api.Error {
+	var eb api.ErrorBody
+	if json.Unmarshal(body, &eb) != nil || eb.Error.Code == "" {
+		eb.Error = api.Error{Code: http.StatusText(status), Message: strings.TrimSpace(string(body))}
+	}
+	eb.Error.Status = status
+	return &eb.Error
+}
+
+func seg(s string) string { return url.PathEscape(s) }
+
+// Health is GET /healthz.
+func (c *Client) Health(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/healthz", nil, nil)
+}
+
+// Ready is GET /readyz: nil when a configuration is active and the backend
+// answers.
+func (c *Client) Ready(ctx context.Context) error {
+	return c.do(ctx, http.MethodGet, "/readyz", nil, nil)
+}
+
+// Status is GET /v1/status.
+func (c *Client) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	err := c.do(ctx, http.MethodGet, "/v1/status", nil, &s)
+	return s, err
+}
+
+// Reload is POST /v1/reload: a synchronous reload. A rejected
+// configuration returns its result (OK false, Error set) and an
+// *api.Error with status 422 and code "rejected".
+func (c *Client) Reload(ctx context.Context) (api.ReloadResult, error) {
+	var res api.ReloadResult
+	status, b, err := c.send(ctx, http.MethodPost, "/v1/reload", nil)
+	switch {
+	case err != nil:
+		return res, err
+	case status == http.StatusOK || status == http.StatusUnprocessableEntity:
+		if err := json.Unmarshal(b, &res); err != nil {
+			return res, fmt.Errorf("client: POST /v1/reload: decode the response: %w", err)
+		}
+		if !res.OK {
+			return res, &api.Error{Code: "rejected", Message: res.Error, Status: status}
+		}
+		return res, nil
+	}
+	return res, apiError(status, b)
+}
+
+// Pools is GET /v1/pools.
+func (c *Client) Pools(ctx context.Context) ([]api.PoolStatus, error) {
+	var l api.PoolList
+	err := c.do(ctx, http.MethodGet, "/v1/pools", nil, &l)
+	return l.Pools, err
+}
+
+// Pool is GET /v1/pools/{name}.
+func (c *Client) Pool(ctx context.Context, name string) (api.PoolStatus, error) {
+	var s api.PoolStatus
+	err := c.do(ctx, http.MethodGet, "/v1/pools/"+seg(name), nil, &s)
+	return s, err
+}
+
+// Acquire is POST /v1/pools/{name}/acquire. With WaitSeconds 0 it answers
+// at once (409 unavailable when no slot is free); otherwise it long-polls
+// (408 timeout). ctx should outlive the wait.
+func (c *Client) Acquire(ctx context.Context, pool string, req api.AcquireRequest) (api.Lease, error) {
+	var l api.Lease
+	err := c.do(ctx, http.MethodPost, "/v1/pools/"+seg(pool)+"/acquire", req, &l)
+	return l, err
+}
+
+// Heartbeat is POST /v1/leases/{id}/heartbeat, for pool leases and budget
+// permits alike; it returns the lease with its new expiry.
+func (c *Client) Heartbeat(ctx context.Context, leaseID string) (api.Lease, error) {
+	var l api.Lease
+	err := c.do(ctx, http.MethodPost, "/v1/leases/"+seg(leaseID)+"/heartbeat", nil, &l)
+	return l, err
+}
+
+// Release is DELETE /v1/leases/{id}, for pool leases and budget permits.
+func (c *Client) Release(ctx context.Context, leaseID string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/leases/"+seg(leaseID), nil, nil)
+}
+
+// Budgets is GET /v1/budgets.
+func (c *Client) Budgets(ctx context.Context) ([]api.BudgetStatus, error) {
+	var l api.BudgetList
+	err := c.do(ctx, http.MethodGet, "/v1/budgets", nil, &l)
+	return l.Budgets, err
+}
+
+// Budget is GET /v1/budgets/{name}.
+func (c *Client) Budget(ctx context.Context, name string) (api.BudgetStatus, error) {
+	var s api.BudgetStatus
+	err := c.do(ctx, http.MethodGet, "/v1/budgets/"+seg(name), nil, &s)
+	return s, err
+}
+
+// AcquirePermit is POST /v1/budgets/{name}/permits; the permit is a lease
+// (heartbeat it with Heartbeat).
+func (c *Client) AcquirePermit(ctx context.Context, budget string, req api.PermitRequest) (api.Lease, error) {
+	var l api.Lease
+	err := c.do(ctx, http.MethodPost, "/v1/budgets/"+seg(budget)+"/permits", req, &l)
+	return l, err
+}
+
+// ReleasePermit is DELETE /v1/budgets/{name}/permits/{id}.
+func (c *Client) ReleasePermit(ctx context.Context, budget, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/budgets/"+seg(budget)+"/permits/"+seg(id), nil, nil)
+}
+
+// Ceilings is GET /v1/ceilings.
+func (c *Client) Ceilings(ctx context.Context) ([]api.CeilingStatus, error) {
+	var l api.CeilingList
+	err := c.do(ctx, http.MethodGet, "/v1/ceilings", nil, &l)
+	return l.Ceilings, err
+}
+
+// Ceiling is GET /v1/ceilings/{name}.
+func (c *Client) Ceiling(ctx context.Context, name string) (api.CeilingStatus, error) {
+	var s api.CeilingStatus
+	err := c.do(ctx, http.MethodGet, "/v1/ceilings/"+seg(name), nil, &s)
+	return s, err
+}
+
+// RequestClaim is POST /v1/ceilings/{name}/claims.
+func (c *Client) RequestClaim(ctx context.Context, ceiling string, req api.ClaimRequest) (api.Claim, error) {
+	var cl api.Claim
+	err := c.do(ctx, http.MethodPost, "/v1/ceilings/"+seg(ceiling)+"/claims", req, &cl)
+	return cl, err
+}
+
+// ConfirmClaim is POST /v1/ceilings/{name}/claims/{id}/confirm.
+func (c *Client) ConfirmClaim(ctx context.Context, ceiling, id string) (api.Claim, error) {
+	var cl api.Claim
+	err := c.do(ctx, http.MethodPost, "/v1/ceilings/"+seg(ceiling)+"/claims/"+seg(id)+"/confirm", nil, &cl)
+	return cl, err
+}
+
+// CancelClaim is DELETE /v1/ceilings/{name}/claims/{id}.
+func (c *Client) CancelClaim(ctx context.Context, ceiling, id string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/ceilings/"+seg(ceiling)+"/claims/"+seg(id), nil, nil)
+}
+
+// PushUsage is PUT /v1/ceilings/{name}/usage: the provider's active count.
+func (c *Client) PushUsage(ctx context.Context, ceiling string, active int) (api.CeilingStatus, error) {
+	var s api.CeilingStatus
+	err := c.do(ctx, http.MethodPut, "/v1/ceilings/"+seg(ceiling)+"/usage", api.UsageRequest{Active: &active}, &s)
+	return s, err
+}
+
+// Pickup is POST /v1/classes/{class}/pickup. When the pool has nothing for
+// req the error is an *api.Error with Code api.CodeExhausted and Kind
+// api.ExhaustedGlobal or api.ExhaustedLocal.
+func (c *Client) Pickup(ctx context.Context, class string, req api.PickupRequest) (api.Instance, error) {
+	var in api.Instance
+	err := c.do(ctx, http.MethodPost, "/v1/classes/"+seg(class)+"/pickup", req, &in)
+	return in, err
+}
+
+// Offer is POST /v1/classes/{class}/instances: record an idle instance.
+func (c *Client) Offer(ctx context.Context, class string, inst api.Instance) (api.Instance, error) {
+	var out api.Instance
+	err := c.do(ctx, http.MethodPost, "/v1/classes/"+seg(class)+"/instances", inst, &out)
+	return out, err
+}
+
+// ReleaseInstance is POST /v1/instances/{id}/release.
+func (c *Client) ReleaseInstance(ctx context.Context, id string, req api.ReleaseInstanceRequest) (api.Instance, error) {
+	var out api.Instance
+	err := c.do(ctx, http.MethodPost, "/v1/instances/"+seg(id)+"/release", req, &out)
+	return out, err
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/client"
+)
+
+const runCmdHelp = `
+Acquires slots of a pool from the rpd daemon, runs CMD with ARGS while
+heartbeating the lease, and releases the slots whatever happens: when CMD
+exits, fails to start, or rpd run is interrupted. SIGINT, SIGTERM, SIGHUP
+and SIGQUIT are forwarded to CMD. The exit status is CMD's (128+N when a
+signal N ended it); 1 when the slots could not be acquired.
+
+The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
+bearer token is RPD_TOKEN.
+
+Example:
+
+  rpd run -pool database_pool -priority critical -- ./migrate.sh --all
+`
+
+// runRun is "rpd run".
+func runRun(ctx context.Context, e *env, args []string) int {
+	fs := newFlagSet("run", "-pool NAME [options] -- CMD [ARGS...]", runCmdHelp)
+	addr := fs.String("addr", "", "daemon address HOST:PORT (default $RPD_ADDR, else 127.0.0.1:7070)")
+	pool := fs.String("pool", "", "the pool to take slots from (required)")
+	priority := fs.String("priority", "", "priority: a number (higher first) or the name of a priority block")
+	slots := fs.Int("slots", 1, "slots to hold while CMD runs")
+	ttl := fs.Duration("ttl", 0, "lease TTL; the lease is heartbeated every third of it (default: the pool's lease_ttl, else 60s)")
+	wait := fs.Duration("wait", 0, "give up acquiring after this long (default: wait until interrupted)")
+	task := fs.String("task-id", "", "task ID recorded with the lease (default: the command and the host)")
+	if code, ok := parseFlags(e, fs, args); !ok {
+		return code
+	}
+	argv := fs.Args()
+	switch {
+	case *pool == "":
+		fmt.Fprintln(e.stderr, "rpd run: -pool is required")
+		return 1
+	case len(argv) == 0:
+		fmt.Fprintln(e.stderr, "rpd run: no command given; put it after --, e.g. rpd run -pool db -- ./job.sh")
+		return 1
+	case *slots < 1:
+		fmt.Fprintf(e.stderr, "rpd run: -slots %d must be at least 1\n", *slots)
+		return 1
+	case *ttl != 0 && *ttl < time.Second:
+		fmt.Fprintf(e.stderr, "rpd run: -ttl %v must be at least 1s\n", *ttl)
+		return 1
+	}
+	c, err := daemonClient(e, *addr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rpd run: %v\n", err)
+		return 1
+	}
+	req := api.AcquireRequest{TaskID: *task, Slots: *slots, TTLSeconds: ttl.Seconds()}
+	if req.TaskID == "" {
+		host, _ := os.Hostname()
+		req.TaskID = fmt.Sprintf("%s@%s", argv[0], host)
+	}
+	if *priority != "" {
+		if n, err := strconv.Atoi(*priority); err == nil {
+			req.Priority = &n
+		} else {
+			req.PriorityName = *priority
+		}
+	}
+
+	lease, err := acquireLoop(ctx, c, *pool, req, *wait)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rpd run: acquire %d slot(s) of pool %s: %v\n", *slots, *pool, err)
+		return 1
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := c.Release(rctx, lease.LeaseID); err != nil && !client.IsCode(err, api.CodeNotFound) {
+			fmt.Fprintf(e.stderr, "rpd run: release lease %s: %v (its TTL returns the slots)\n", lease.LeaseID, err)
+		}
+	}()
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	// Forward signals from now on; the context main cancels on SIGINT and
+	// SIGTERM is not used while the command runs, the command decides.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(e.stderr, "rpd run: start %s: %v\n", argv[0], err)
+		return 127
+	}
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		heartbeatLoop(hbCtx, e, c, lease)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+loop:
+	for {
+		select {
+		case s := <-sigs:
+			_ = cmd.Process.Signal(s)
+		case waitErr = <-exited:
+			break loop
+		}
+	}
+	stopHB()
+	<-hbDone
+	return exitCode(e, argv[0], waitErr)
+}
+
+// acquireLoop long-polls until granted, ctx ends, or wait (if > 0) passes.
+func acquireLoop(ctx context.Context, c *client.Client, pool string, req api.AcquireRequest, wait time.Duration) (api.Lease, error) {
+	var deadline time.Time
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	for attempt := 0; ; attempt++ {
+		poll := 60 * time.Second
+		if !deadline.IsZero() {
+			poll = min(poll, time.Until(deadline))
+			if poll <= 0 {
+				return api.Lease{}, fmt.Errorf("no slot within -wait %v", wait)
+			}
+		}
+		req.WaitSeconds = poll.Seconds()
+		l, err := c.Acquire(ctx, pool, req)
+		switch {
+		case err == nil:
+			return l, nil
+		case client.IsCode(err, api.CodeTimeout):
+			continue // the long-poll ended; ask again
+		case ctx.Err() != nil:
+			return api.Lease{}, ctx.Err()
+		}
+		return api.Lease{}, err
+	}
+}
+
+// heartbeatLoop extends the lease every third of its TTL until ctx ends.
+func heartbeatLoop(ctx context.Context, e *env, c *client.Client, l api.Lease) {
+	every := time.Duration(l.TTLSeconds*float64(time.Second)) / 3
+	if every <= 0 {
+		return // no TTL: nothing to extend
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			hctx, cancel := context.WithTimeout(ctx, every)
+			_, err := c.Heartbeat(hctx, l.LeaseID)
+			cancel()
+			switch {
+			case err == nil, ctx.Err() != nil:
+			case client.IsCode(err, api.CodeNotFound):
+				fmt.Fprintf(e.stderr, "rpd run: lease %s was lost (expired or released by the daemon); the command keeps running without its slots\n", l.LeaseID)
+				return
+			default:
+				fmt.Fprintf(e.stderr, "rpd run: heartbeat of lease %s failed: %v; retrying\n", l.LeaseID, err)
+			}
+		}
+	}
+}
+
+// exitCode is the command's exit status, 128+N for a signal N.
+func exitCode(e *env, name string, err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(e.stderr, "rpd run: %s: %v\n", name, err)
+	return 1
+}
+
+// daemonClient builds a client from -addr, RPD_ADDR and RPD_TOKEN.
+func daemonClient(e *env, addr string) (*client.Client, error) {
+	if addr == "" {
+		addr, _ = e.getenv("RPD_ADDR")
+	}
+	if addr == "" {
+		addr = "127.0.0.1:7070"
+	}
+	var opts []client.Option
+	if tok, ok := e.getenv("RPD_TOKEN"); ok && tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
+	return client.New(addr, opts...)
+}
