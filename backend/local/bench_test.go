@@ -1,0 +1,87 @@
+package local_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pickup"
+)
+
+// BenchmarkLocalSendReceiveDelete measures messages/s through the SQLite
+// queue: each message is sent, received and deleted. "batch10" receives and
+// deletes ten at a time (DeleteBatch), as the pickup manager does; "single"
+// does one message per call.
+func BenchmarkLocalSendReceiveDelete(b *testing.B) {
+	for _, batch := range []int{10, 1} {
+		name := "single"
+		if batch > 1 {
+			name = fmt.Sprintf("batch%d", batch)
+		}
+		b.Run(name, func(b *testing.B) {
+			be := openAt(b, filepath.Join(b.TempDir(), "bench.db"), "s", nil)
+			ctx := context.Background()
+			if err := be.CreateQueue(ctx, "q", reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+				b.Fatal(err)
+			}
+			q := be.Queue("q")
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				k := min(batch, b.N-done)
+				for i := 0; i < k; i++ {
+					if err := q.Send(ctx, `{"task":"t"}`, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				msgs, err := q.Receive(ctx, k, 0, 0)
+				if err != nil || len(msgs) != k {
+					b.Fatalf("received %d, %v; want %d", len(msgs), err, k)
+				}
+				if k == 1 {
+					err = q.Delete(ctx, msgs[0].ReceiptHandle)
+				} else {
+					handles := make([]string, k)
+					for i, m := range msgs {
+						handles[i] = m.ReceiptHandle
+					}
+					err = q.DeleteBatch(ctx, handles)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				done += k
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkLocalTransition measures conditional transitions/s: each
+// iteration moves one of 100 instances idle→claimed or back.
+func BenchmarkLocalTransition(b *testing.B) {
+	be := openAt(b, filepath.Join(b.TempDir(), "bench.db"), "s", nil)
+	ctx := context.Background()
+	const n = 100
+	for i := 0; i < n; i++ {
+		if err := be.Instances().Put(ctx, pickup.Instance{ID: fmt.Sprintf("i-%03d", i), Class: "c", State: pickup.StateIdle}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t := be.Instances()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr := pickup.Transition{ID: fmt.Sprintf("i-%03d", i%n), From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w"}
+		if (i/n)%2 == 1 {
+			tr = pickup.Transition{ID: tr.ID, From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "w"}
+		}
+		if _, err := t.Transition(ctx, tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
