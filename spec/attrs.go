@@ -60,7 +60,7 @@ func (d *decoder) value(a *hcl.Attribute) (cty.Value, bool) {
 			bad = true
 		}
 	}
-	if bad {
+	if bad || appendErrs(&d.diags, checkExpr(a.Expr)) {
 		return cty.NilVal, false
 	}
 	v, ds := a.Expr.Value(d.ctx)
@@ -73,6 +73,8 @@ func (d *decoder) value(a *hcl.Attribute) (cty.Value, bool) {
 	}
 	return v, true
 }
+
+func bigFloat(n int64) *big.Float { return new(big.Float).SetInt64(n) }
 
 func typeError(a *hcl.Attribute, want string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{

@@ -137,7 +137,11 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 				})
 				continue
 			}
-			val, ds := a.Expr.Value(base)
+			ds := checkExpr(a.Expr)
+			var val cty.Value
+			if !ds.HasErrors() {
+				val, ds = a.Expr.Value(base)
+			}
 			diags = append(diags, ds...)
 			if ds.HasErrors() {
 				if v, ok := vars[a.Name]; ok {
@@ -243,7 +247,7 @@ func decodeVariable(b *hcl.Block, base *hcl.EvalContext) (*variable, hcl.Diagnos
 				Detail:   "A variable's default must be a literal value; it cannot refer to other variables or locals.",
 				Subject:  a.Expr.Range().Ptr(),
 			})
-		} else {
+		} else if !appendErrs(&diags, checkExpr(a.Expr)) {
 			val, ds := a.Expr.Value(base)
 			diags = append(diags, ds...)
 			if !ds.HasErrors() {
@@ -280,6 +284,9 @@ func decodeVariable(b *hcl.Block, base *hcl.EvalContext) (*variable, hcl.Diagnos
 				})
 				bad = true
 			}
+		}
+		if appendErrs(&diags, checkExpr(cond.Expr)) || appendErrs(&diags, checkExpr(msgAttr.Expr)) {
+			continue
 		}
 		msg, ds := msgAttr.Expr.Value(base)
 		diags = append(diags, ds...)
@@ -322,6 +329,9 @@ func (v *variable) coerce(raw cty.Value, fromString bool) (cty.Value, error) {
 		expr, ds := hclsyntax.ParseExpression([]byte(src), "<value for var."+v.name+">", hcl.InitialPos)
 		if ds.HasErrors() {
 			return cty.NilVal, fmt.Errorf("%q is not a valid expression for type %s", src, typeexpr.TypeString(v.typ))
+		}
+		if ds := checkExpr(expr); ds.HasErrors() {
+			return cty.NilVal, fmt.Errorf("%s", ds[0].Summary)
 		}
 		val, ds := expr.Value(&hcl.EvalContext{Functions: functions()})
 		if ds.HasErrors() {
@@ -413,6 +423,9 @@ func evalLocals(ctx *hcl.EvalContext, locals []*hcl.Attribute, vars map[string]*
 		}
 		if ok {
 			ok = !appendErrs(&diags, checkRefs(a.Expr, vars, byName))
+		}
+		if ok {
+			ok = !appendErrs(&diags, checkExpr(a.Expr))
 		}
 		val := cty.DynamicVal
 		if ok {
