@@ -1,0 +1,84 @@
+package aws_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/backend/backendtest"
+	"github.com/rpdhq/rpd/internal/awstest"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pickup"
+)
+
+// BenchmarkAWSSendReceiveDelete is BenchmarkLocalSendReceiveDelete/batch10
+// against the emulators (local-aws-sqs), for comparison.
+func BenchmarkAWSSendReceiveDelete(b *testing.B) {
+	e := awstest.Start(b)
+	stack := backendtest.RandomName("s")
+	be := open(b, e.Options(stack, "t"+stack))
+	ctx := context.Background()
+	if err := be.CreateQueue(ctx, stack+"-q", reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+		b.Fatal(err)
+	}
+	q := be.Queue(stack + "-q")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		k := min(10, b.N-done)
+		for i := 0; i < k; i++ {
+			if err := q.Send(ctx, `{"task":"t"}`, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var handles []string
+		for attempt := 0; len(handles) < k && attempt < 20; attempt++ {
+			msgs, err := q.Receive(ctx, k-len(handles), 0, time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, m := range msgs {
+				handles = append(handles, m.ReceiptHandle)
+			}
+		}
+		if len(handles) != k {
+			b.Fatalf("received %d; want %d", len(handles), k)
+		}
+		if err := q.DeleteBatch(ctx, handles); err != nil {
+			b.Fatal(err)
+		}
+		done += k
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
+// BenchmarkAWSTransition is BenchmarkLocalTransition against dynalite.
+func BenchmarkAWSTransition(b *testing.B) {
+	e := awstest.Start(b)
+	stack := backendtest.RandomName("s")
+	be := open(b, e.Options(stack, "t"+stack))
+	ctx := context.Background()
+	if err := be.EnsureTables(ctx); err != nil {
+		b.Fatal(err)
+	}
+	const n = 100
+	for i := 0; i < n; i++ {
+		if err := be.Instances().Put(ctx, pickup.Instance{ID: fmt.Sprintf("i-%03d", i), Class: "c", State: pickup.StateIdle}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t := be.Instances()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		tr := pickup.Transition{ID: fmt.Sprintf("i-%03d", i%n), From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w"}
+		if (i/n)%2 == 1 {
+			tr = pickup.Transition{ID: tr.ID, From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "w"}
+		}
+		if _, err := t.Transition(ctx, tr); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
