@@ -64,6 +64,9 @@ func (d *decoder) value(a *hcl.Attribute) (cty.Value, bool) {
 		return cty.NilVal, false
 	}
 	v, ds := a.Expr.Value(d.ctx)
+	if !ds.HasErrors() {
+		ds = append(ds, valueSizeDiag(v, a.Expr.Range())...)
+	}
 	d.diags = append(d.diags, ds...)
 	if !ds.HasErrors() && v.IsNull() && d.required[a] {
 		d.errorf(a.Expr.Range(), "Missing required argument", "The argument %q is required, but its value is null.", a.Name)

@@ -1,14 +1,34 @@
 package spec
 
 import (
+	"github.com/zclconf/go-cty/cty"
 	"github.com/zclconf/go-cty/cty/function"
 	"github.com/zclconf/go-cty/cty/function/stdlib"
 )
 
 // functions returns the functions available in expressions: go-cty's
-// standard library under Terraform's names. The map is built per call so no
+// standard library under Terraform's names, each wrapped to keep its
+// arguments and result within the value limits (limits.go). The map is
+// built per call, around one work budget shared by all its functions, so no
 // mutable state is shared between loads.
 func functions() map[string]function.Function {
+	work := &workBudget{left: maxWork}
+	estimates := map[string]func([]cty.Value) (int, error){
+		"format":        estimateFormat,
+		"formatlist":    estimateFormatList,
+		"indent":        estimateIndent,
+		"join":          estimateJoin,
+		"replace":       estimateReplace,
+		"regex_replace": estimateRegexReplace,
+	}
+	fs := stdFunctions()
+	for name, f := range fs {
+		fs[name] = limited(work, f, estimates[name])
+	}
+	return fs
+}
+
+func stdFunctions() map[string]function.Function {
 	return map[string]function.Function{
 		"abs":             stdlib.AbsoluteFunc,
 		"ceil":            stdlib.CeilFunc,
@@ -24,10 +44,10 @@ func functions() map[string]function.Function {
 		"element":         stdlib.ElementFunc,
 		"flatten":         stdlib.FlattenFunc,
 		"floor":           stdlib.FloorFunc,
-		"format":          guarded(stdlib.FormatFunc, checkFormatWidths),
+		"format":          stdlib.FormatFunc,
 		"formatdate":      stdlib.FormatDateFunc,
-		"formatlist":      guarded(stdlib.FormatListFunc, checkFormatWidths),
-		"indent":          guarded(stdlib.IndentFunc, checkIndent),
+		"formatlist":      stdlib.FormatListFunc,
+		"indent":          stdlib.IndentFunc,
 		"index":           stdlib.IndexFunc,
 		"int":             stdlib.IntFunc,
 		"join":            stdlib.JoinFunc,

@@ -2,6 +2,9 @@ package spec
 
 import (
 	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
@@ -16,7 +19,78 @@ const (
 	// maxFormatWidth bounds the width and precision of a format verb and
 	// the indentation of indent().
 	maxFormatWidth = 1000
+	// maxValueBytes bounds the string bytes, and maxValueElems the
+	// collection elements, of any one value: a function argument or result,
+	// a local, an attribute.
+	maxValueBytes = 1 << 20
+	maxValueElems = 10_000
+	// maxWork bounds the total size (bytes plus elements) of all function
+	// arguments and results in one load, which bounds the time a for
+	// expression calling functions can take.
+	maxWork = 1 << 20
 )
+
+// workBudget is what is left of maxWork in one load.
+type workBudget struct{ left int }
+
+// spend takes n units and reports whether the budget still holds.
+func (w *workBudget) spend(n int) error {
+	w.left -= n
+	if w.left < 0 {
+		return fmt.Errorf("the expressions of this configuration do too much work (function arguments and results over %d bytes and elements in total): simplify them", maxWork)
+	}
+	return nil
+}
+
+// errTooLarge is wrapped by the limits' errors.
+var errTooLarge = fmt.Errorf("value too large (limits: %d bytes of strings and %d elements per value)", maxValueBytes, maxValueElems)
+
+// valueCost returns the string bytes and collection elements of v, counting
+// shared parts each time they appear and stopping once past the limits.
+func valueCost(v cty.Value) (bytes, elems int) {
+	var walk func(v cty.Value)
+	walk = func(v cty.Value) {
+		if bytes > maxValueBytes || elems > maxValueElems || !v.IsKnown() || v.IsNull() {
+			return
+		}
+		ty := v.Type()
+		switch {
+		case ty == cty.String:
+			bytes += len(v.AsString())
+		case ty.IsListType() || ty.IsSetType() || ty.IsMapType() || ty.IsTupleType() || ty.IsObjectType():
+			elems += v.LengthInt()
+			for it := v.ElementIterator(); it.Next() && bytes <= maxValueBytes && elems <= maxValueElems; {
+				k, e := it.Element()
+				if ty.IsMapType() || ty.IsObjectType() {
+					walk(k)
+				}
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return bytes, elems
+}
+
+func checkValueSize(v cty.Value) error {
+	if b, e := valueCost(v); b > maxValueBytes || e > maxValueElems {
+		return errTooLarge
+	}
+	return nil
+}
+
+// valueSizeDiag reports v when it is over the limits.
+func valueSizeDiag(v cty.Value, subject hcl.Range) hcl.Diagnostics {
+	if checkValueSize(v) == nil {
+		return nil
+	}
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  "Value too large",
+		Detail:   fmt.Sprintf("This expression produces a value over the limits of %d bytes of strings and %d elements: a configuration needs nothing that large.", maxValueBytes, maxValueElems),
+		Subject:  subject.Ptr(),
+	}}
+}
 
 // checkExpr rejects constructs whose cost multiplies: a for expression
 // nested in another (range yields at most 1024 elements, so each level of
@@ -56,20 +130,156 @@ func (w *forDepth) Exit(n hclsyntax.Node) hcl.Diagnostics {
 	return nil
 }
 
-// guarded wraps f so that check vets its arguments before f runs.
-func guarded(f function.Function, check func(args []cty.Value) error) function.Function {
+// limited wraps f so that its arguments and result stay within the value
+// limits and are charged to work, and estimate (when not nil) bounds the result's size from the
+// arguments before f runs, for functions whose output can be much larger
+// than their input.
+func limited(work *workBudget, f function.Function, estimate func(args []cty.Value) (int, error)) function.Function {
 	return function.New(&function.Spec{
 		Description: f.Description(),
 		Params:      f.Params(),
 		VarParam:    f.VarParam(),
 		Type:        func(args []cty.Value) (cty.Type, error) { return f.ReturnTypeForValues(args) },
-		Impl: func(args []cty.Value, _ cty.Type) (cty.Value, error) {
-			if err := check(args); err != nil {
+		Impl: func(args []cty.Value, ret cty.Type) (cty.Value, error) {
+			for _, a := range args {
+				if !a.IsWhollyKnown() {
+					// Unknown only stands for a value that already failed.
+					return cty.UnknownVal(ret), nil
+				}
+				b, e := valueCost(a)
+				if b > maxValueBytes || e > maxValueElems {
+					return cty.NilVal, errTooLarge
+				}
+				if err := work.spend(1 + b + e); err != nil {
+					return cty.NilVal, err
+				}
+			}
+			if estimate != nil && allKnown(args) {
+				n, err := estimate(args)
+				if err != nil {
+					return cty.NilVal, err
+				}
+				if n > maxValueBytes {
+					return cty.NilVal, errTooLarge
+				}
+			}
+			v, err := f.Call(args)
+			if err != nil {
+				return v, err
+			}
+			b, e := valueCost(v)
+			if b > maxValueBytes || e > maxValueElems {
+				return cty.NilVal, errTooLarge
+			}
+			if err := work.spend(b + e); err != nil {
 				return cty.NilVal, err
 			}
-			return f.Call(args)
+			return v, nil
 		},
 	})
+}
+
+func allKnown(args []cty.Value) bool {
+	for _, a := range args {
+		if !a.IsWhollyKnown() || a.IsNull() {
+			return false
+		}
+	}
+	return true
+}
+
+func strArg(args []cty.Value, i int) string {
+	if i < len(args) && args[i].Type() == cty.String {
+		return args[i].AsString()
+	}
+	return ""
+}
+
+// estimateReplace bounds replace(str, substr, replacement).
+func estimateReplace(args []cty.Value) (int, error) {
+	str, sub, repl := strArg(args, 0), strArg(args, 1), strArg(args, 2)
+	n := utf8.RuneCountInString(str) + 1
+	if sub != "" {
+		n = strings.Count(str, sub)
+	}
+	return len(str) + n*len(repl), nil
+}
+
+// estimateRegexReplace bounds regex_replace(str, pattern, replacement):
+// each match may expand to the replacement with every $N as long as the
+// whole string.
+func estimateRegexReplace(args []cty.Value) (int, error) {
+	str, pat, repl := strArg(args, 0), strArg(args, 1), strArg(args, 2)
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return 0, nil // the function reports it
+	}
+	n := len(re.FindAllStringIndex(str, -1))
+	per := len(repl)
+	if strings.Contains(repl, "$") {
+		per += strings.Count(repl, "$") * len(str)
+	}
+	return len(str) + n*per, nil
+}
+
+// estimateJoin bounds join(sep, lists...).
+func estimateJoin(args []cty.Value) (int, error) {
+	sep := strArg(args, 0)
+	total, count := 0, 0
+	for _, l := range args[1:] {
+		if !l.CanIterateElements() {
+			continue
+		}
+		for it := l.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.Type() == cty.String && e.IsKnown() && !e.IsNull() {
+				total += len(e.AsString())
+			}
+			count++
+		}
+	}
+	return total + count*len(sep), nil
+}
+
+// estimateIndent bounds indent(n, str).
+func estimateIndent(args []cty.Value) (int, error) {
+	if err := checkIndent(args); err != nil {
+		return 0, err
+	}
+	n, _ := args[0].AsBigFloat().Int64()
+	str := strArg(args, 1)
+	return len(str) + (strings.Count(str, "\n")+1)*int(max(n, 0)), nil
+}
+
+// estimateFormat bounds format(fmt, args...): every verb may print the
+// widest argument padded to the widest width.
+func estimateFormat(args []cty.Value) (int, error) {
+	if err := checkFormatWidths(args); err != nil {
+		return 0, err
+	}
+	widest := 0
+	for _, a := range args[1:] {
+		b, e := valueCost(a)
+		widest = max(widest, b+e*24+24)
+	}
+	f := strArg(args, 0)
+	return len(f) + strings.Count(f, "%")*(maxFormatWidth+widest), nil
+}
+
+// estimateFormatList bounds formatlist(fmt, args...): format's bound per
+// element of the longest list argument.
+func estimateFormatList(args []cty.Value) (int, error) {
+	per, err := estimateFormat(args)
+	if err != nil {
+		return 0, err
+	}
+	n := 1
+	for _, a := range args[1:] {
+		if a.Type().IsListType() || a.Type().IsTupleType() {
+			n = max(n, a.LengthInt())
+		}
+	}
+	return per * n, nil
 }
 
 // checkFormatWidths refuses format strings whose verbs ask for a width or

@@ -142,6 +142,9 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 			if !ds.HasErrors() {
 				val, ds = a.Expr.Value(base)
 			}
+			if !ds.HasErrors() {
+				ds = append(ds, valueSizeDiag(val, a.Expr.Range())...)
+			}
 			diags = append(diags, ds...)
 			if ds.HasErrors() {
 				if v, ok := vars[a.Name]; ok {
@@ -249,6 +252,9 @@ func decodeVariable(b *hcl.Block, base *hcl.EvalContext) (*variable, hcl.Diagnos
 			})
 		} else if !appendErrs(&diags, checkExpr(a.Expr)) {
 			val, ds := a.Expr.Value(base)
+			if !ds.HasErrors() {
+				ds = append(ds, valueSizeDiag(val, a.Expr.Range())...)
+			}
 			diags = append(diags, ds...)
 			if !ds.HasErrors() {
 				conv, err := convert.Convert(val, v.typ)
@@ -431,6 +437,9 @@ func evalLocals(ctx *hcl.EvalContext, locals []*hcl.Attribute, vars map[string]*
 		if ok {
 			ctx.Variables["local"] = cty.ObjectVal(values)
 			v, ds := a.Expr.Value(ctx)
+			if !ds.HasErrors() {
+				ds = append(ds, valueSizeDiag(v, a.Expr.Range())...)
+			}
 			diags = append(diags, ds...)
 			if !ds.HasErrors() {
 				val = v
