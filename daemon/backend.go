@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
@@ -20,6 +22,7 @@ type backendHandle struct {
 	state     reconcile.StateStore
 	locker    reconcile.Locker
 	admin     reconcile.QueueAdmin
+	tables    reconcile.TableAdmin // aws only
 	poolStore pools.Store
 	queue     func(name string) pickup.Queue
 	instances pickup.InstanceTable
@@ -48,6 +51,45 @@ func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*back
 			instances: lb.Instances(),
 			close:     lb.Close,
 		}, nil
+	case "aws":
+		ab, err := aws.Open(ctx, aws.Options{Stack: cfg.Stack, Region: cfg.Backend.Region, Profile: cfg.Backend.Profile,
+			TablePrefix: cfg.Backend.TablePrefix, Logger: log.With("backend", "aws")})
+		if err != nil {
+			return nil, err
+		}
+		return &backendHandle{
+			kind:  "aws",
+			state: ab, locker: ab, admin: ab,
+			tables:    awsTables{ab},
+			poolStore: ab.PoolStore(),
+			queue:     func(name string) pickup.Queue { return ab.Queue(name) },
+			instances: ab.Instances(),
+			close:     func() error { return nil },
+		}, nil
 	}
-	return nil, fmt.Errorf("backend %q is not supported by this daemon; use backend \"local\"", cfg.Backend.Type)
+	return nil, fmt.Errorf("unknown backend type %q: use \"local\" or \"aws\"", cfg.Backend.Type)
 }
+
+// awsTables adapts the aws backend's tables to reconcile.TableAdmin, so
+// that watch mode's first apply creates them.
+type awsTables struct{ b *aws.Backend }
+
+var _ reconcile.TableAdmin = awsTables{}
+
+func (t awsTables) Tables(ctx context.Context) ([]reconcile.TableInfo, error) {
+	infos, err := t.b.TableStatus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	out := make([]reconcile.TableInfo, 0, len(infos))
+	for _, i := range infos {
+		if i.Problem != "" {
+			errs = append(errs, fmt.Errorf("dynamodb table %s: %s", i.Name, i.Problem))
+		}
+		out = append(out, reconcile.TableInfo{Resource: i.Role, Name: i.Name, Exists: i.Exists})
+	}
+	return out, errors.Join(errs...)
+}
+
+func (t awsTables) EnsureTables(ctx context.Context) error { return t.b.EnsureTables(ctx) }

@@ -56,6 +56,11 @@ type Options struct {
 	StatePoll time.Duration
 	// DrainTimeout bounds the graceful shutdown (default 10s).
 	DrainTimeout time.Duration
+	// Clock drives the daemon's own timers, the TTLs of remote budget
+	// permits (it is the pools package's Clock interface); nil means the
+	// wall clock. The runtime components keep the wall clock: request
+	// waits and pool lease TTLs are real time.
+	Clock pools.Clock
 	// SweepInterval is how often components dropped from the
 	// configuration are checked for idleness and removed (default 1s).
 	SweepInterval time.Duration
@@ -113,7 +118,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), permits: newPermitTable(time.Now)}
+	if opts.Clock == nil {
+		opts.Clock = pools.SystemClock{}
+	}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), permits: newPermitTable(opts.Clock)}
 	d.metrics = newMetrics(d)
 
 	cfg, hash, err := d.initialConfig()

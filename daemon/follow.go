@@ -18,7 +18,7 @@ import (
 // it under the state lock (held only for the apply). Pools with holders
 // are not guarded here: the daemon keeps a dropped pool until it is idle.
 func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
-	live := reconcile.Live{Queues: d.backend.admin, State: d.backend.state, Lock: d.backend.locker, Budgets: d}
+	live := reconcile.Live{Queues: d.backend.admin, State: d.backend.state, Lock: d.backend.locker, Tables: d.backend.tables, Budgets: d}
 	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{Backend: reconcile.BackendConfigOf(cfg.Backend)})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/pools"
 )
 
 // permitTable holds the budget permits granted over HTTP as leases: each
@@ -21,7 +22,7 @@ import (
 type permitTable struct {
 	prefix string
 	seq    atomic.Uint64
-	now    func() time.Time
+	clock  pools.Clock
 
 	mu      sync.Mutex
 	leases  map[string]*permitLease
@@ -31,13 +32,13 @@ type permitTable struct {
 type permitLease struct {
 	lease   api.Lease
 	release func()
-	timer   *time.Timer
+	timer   pools.Timer
 }
 
-func newPermitTable(now func() time.Time) *permitTable {
+func newPermitTable(clock pools.Clock) *permitTable {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &permitTable{prefix: hex.EncodeToString(b[:]), now: now, leases: map[string]*permitLease{}}
+	return &permitTable{prefix: hex.EncodeToString(b[:]), clock: clock, leases: map[string]*permitLease{}}
 }
 
 // isPermitID reports whether a lease ID names a budget permit.
@@ -49,12 +50,12 @@ func (t *permitTable) add(l api.Lease, ttl time.Duration, release func()) api.Le
 	l.LeaseID = fmt.Sprintf("%s~%s-%d", l.Budget, t.prefix, t.seq.Add(1))
 	l.Kind = api.KindPermit
 	l.TTLSeconds = ttl.Seconds()
-	l.GrantedAt = t.now().UTC()
+	l.GrantedAt = t.clock.Now().UTC()
 	l.ExpiresAt = l.GrantedAt.Add(ttl)
 	pl := &permitLease{lease: l, release: release}
 	t.mu.Lock()
 	t.leases[l.LeaseID] = pl
-	pl.timer = time.AfterFunc(ttl, func() { t.expire(l.LeaseID, pl) })
+	pl.timer = t.clock.AfterFunc(ttl, func() { t.expire(l.LeaseID, pl) })
 	t.mu.Unlock()
 	return l
 }
@@ -62,7 +63,7 @@ func (t *permitTable) add(l api.Lease, ttl time.Duration, release func()) api.Le
 func (t *permitTable) expire(id string, pl *permitLease) {
 	t.mu.Lock()
 	cur, ok := t.leases[id]
-	if !ok || cur != pl || t.now().Before(pl.lease.ExpiresAt) {
+	if !ok || cur != pl || t.clock.Now().Before(pl.lease.ExpiresAt) {
 		t.mu.Unlock()
 		return // released, or heartbeated after the timer fired
 	}
@@ -80,7 +81,7 @@ func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 		return api.Lease{}, notFound("no permit %s: it was released, expired, or never existed; acquire again", id)
 	}
 	ttl := time.Duration(pl.lease.TTLSeconds * float64(time.Second))
-	pl.lease.ExpiresAt = t.now().UTC().Add(ttl)
+	pl.lease.ExpiresAt = t.clock.Now().UTC().Add(ttl)
 	pl.timer.Reset(ttl)
 	return pl.lease, nil
 }

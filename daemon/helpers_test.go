@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// testDaemon is a daemon running in-process on a 127.0.0.1 port.
+type testDaemon struct {
+	d     *Daemon
+	c     *client.Client
+	dir   string // the configuration directory
+	state string // the directory of the SQLite file
+	addr  string
+	stop  func() error
+}
+
+// rpdBlock points the stack at a SQLite file under state.
+func rpdBlock(state string) string {
+	return fmt.Sprintf("rpd {\n  stack = \"t\"\n  backend \"local\" { path = %q }\n}\n", filepath.Join(state, "state.db"))
+}
+
+// startDaemon runs a watch-mode daemon on a directory holding rpd.hcl (the
+// rpd block) and main.hcl (body). The watcher only polls once an hour, so
+// tests reload explicitly; pass mods to change that.
+func startDaemon(t *testing.T, body string, mods ...func(*Options)) *testDaemon {
+	t.Helper()
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	writeFile(t, filepath.Join(dir, "main.hcl"), body)
+	return startDaemonIn(t, dir, state, mods...)
+}
+
+func startDaemonIn(t *testing.T, dir, state string, mods ...func(*Options)) *testDaemon {
+	t.Helper()
+	opts := Options{
+		Mode:   ModeWatch,
+		Path:   dir,
+		Listen: "127.0.0.1:0",
+		Watch:  watch.Options{PollOnly: true, Poll: time.Hour, Resync: -1},
+	}
+	for _, m := range mods {
+		m(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := New(ctx, opts)
+	if err != nil {
+		cancel()
+		t.Fatalf("New: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case runErr = <-done:
+			case <-time.After(20 * time.Second):
+				runErr = fmt.Errorf("Run did not return within 20s of cancel")
+			}
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("daemon shutdown: %v", err)
+		}
+	})
+	var copts []client.Option
+	if opts.Token != "" {
+		copts = append(copts, client.WithToken(opts.Token))
+	}
+	c, err := client.New(d.Addr(), copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testDaemon{d: d, c: c, dir: dir, state: state, addr: d.Addr(), stop: stop}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// edit rewrites main.hcl and reloads synchronously.
+func (td *testDaemon) edit(t *testing.T, body string) {
+	t.Helper()
+	writeFile(t, filepath.Join(td.dir, "main.hcl"), body)
+	if res := td.d.Reload(context.Background()); !res.OK {
+		t.Fatalf("reload after edit failed: %s", res.Error)
+	}
+}
+
+// raw sends a request with a raw body and returns the status and body.
+func (td *testDaemon) raw(t *testing.T, method, path, body string, header ...string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+td.addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	return resp.StatusCode, sb.String()
+}
+
+// fakeClock is a pools.Clock whose time moves only with Advance.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c    *fakeClock
+	at   time.Time
+	f    func()
+	live bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) pools.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f, live: true}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.live
+	t.live = false
+	return was
+}
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.live
+	t.at, t.live = t.c.now.Add(d), true
+	return was
+}
+
+// Advance moves time on and runs the timers that came due, in order, in
+// the caller's goroutine.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	for _, t := range c.timers {
+		if t.live && !t.at.After(c.now) {
+			t.live = false
+			due = append(due, t)
+		}
+	}
+	c.mu.Unlock()
+	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		t.f()
+	}
+}
+
+var _ pools.Clock = (*fakeClock)(nil)
