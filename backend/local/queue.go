@@ -70,10 +70,14 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility, wait time.Dura
 		defer t.Stop()
 		deadline = t.C
 	}
-	for {
-		msgs, err := q.receiveOnce(ctx, max, visibility)
-		if err != nil || len(msgs) > 0 || wait == 0 {
-			return msgs, err
+	for polls := 0; ; polls++ {
+		// While polling, look with a read first: an idle long poll should
+		// not take the file's write lock every few milliseconds.
+		if polls == 0 || q.anyVisible(ctx) {
+			msgs, err := q.receiveOnce(ctx, max, visibility)
+			if err != nil || len(msgs) > 0 || wait == 0 {
+				return msgs, err
+			}
 		}
 		poll := time.NewTimer(q.b.pollEvery)
 		select {
@@ -86,6 +90,14 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility, wait time.Dura
 		case <-poll.C:
 		}
 	}
+}
+
+// anyVisible reports whether the queue may have a visible message; on a
+// read error it says yes, so that receiveOnce reports the error.
+func (q *Queue) anyVisible(ctx context.Context) bool {
+	var one int
+	err := q.b.rdb.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE queue = ? AND visible_ms <= ? LIMIT 1`, q.name, ms(q.b.now())).Scan(&one)
+	return !errors.Is(err, sql.ErrNoRows)
 }
 
 func (q *Queue) receiveOnce(ctx context.Context, max int, visibility time.Duration) ([]pickup.Message, error) {
