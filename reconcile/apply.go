@@ -39,6 +39,10 @@ type ApplyOptions struct {
 	Stop <-chan struct{}
 	// Clock defaults to the wall clock.
 	Clock Clock
+	// Lock, when set, is a lock the caller already holds (LockState);
+	// Apply uses it and leaves releasing it to the caller. Otherwise Apply
+	// takes the lock itself with Who, Operation, LockTimeout and LockTTL.
+	Lock *HeldLock
 }
 
 // EventKind says what happened to a change.
@@ -116,7 +120,7 @@ var (
 // if any: errors wrap ErrStalePlan (nothing applied), ErrApplyIncomplete
 // (see the result), ErrInterrupted, or a lock or backend error. Re-running
 // MakePlan and Apply after any failure or interruption converges.
-func Apply(ctx context.Context, plan *Plan, live Live, opts ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, plan *Plan, live Live, opts ApplyOptions) (_ *ApplyResult, err error) {
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism
 	}
@@ -149,31 +153,36 @@ func Apply(ctx context.Context, plan *Plan, live Live, opts ApplyOptions) (*Appl
 		a.skipRest(err)
 		return a.res, err
 	}
-
-	lock, err := acquireLock(ctx, live.Lock, LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.LockTTL, opts.LockTimeout, opts.Clock)
-	if err != nil {
-		a.skipRest(err)
-		return a.res, err
+	if opts.Lock != nil {
+		select {
+		case lerr := <-opts.Lock.Lost():
+			a.skipRest(lerr)
+			return a.res, lerr
+		default:
+		}
 	}
-	a.res.Lock = lock
-	lost := make(chan error, 1)
-	renewDone := make(chan struct{})
-	renewStop := make(chan struct{})
-	a.lost = lost
-	go a.renew(ctx, lock.ID, renewStop, renewDone, lost)
-	defer func() {
-		close(renewStop)
-		<-renewDone
-	}()
 
+	held := opts.Lock
+	if held == nil {
+		var err error
+		held, err = LockState(ctx, live, LockOptions{Who: opts.Who, Operation: opts.Operation, Timeout: opts.LockTimeout, TTL: opts.LockTTL, Clock: opts.Clock})
+		if err != nil {
+			a.skipRest(err)
+			return a.res, err
+		}
+		defer func() {
+			// Unlock even when ctx was cancelled (a second Ctrl-C): the
+			// lease would free it anyway, but not for a while.
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if uerr := held.Release(uctx); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}()
+	}
+	a.res.Lock = held.Info()
+	a.lost = held.Lost()
 	err = a.run(ctx)
-	// Unlock even when ctx was cancelled (a second Ctrl-C): the lease
-	// would free it anyway, but not for a while.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if uerr := live.Lock.Unlock(uctx, lock.ID); uerr != nil {
-		err = errors.Join(err, fmt.Errorf("release the state lock %s: %w; run `rpd force-unlock %s` if it stays held", lock.ID, uerr, lock.ID))
-	}
 	return a.res, err
 }
 
@@ -217,25 +226,6 @@ func (a *applier) stopped() bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// renew extends the lock's lease until stop is closed; a failed renewal is
-// reported on lost, which makes Apply start nothing further.
-func (a *applier) renew(ctx context.Context, id string, stop <-chan struct{}, done chan<- struct{}, lost chan<- error) {
-	defer close(done)
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-a.opts.Clock.After(a.opts.LockTTL / 3):
-		}
-		if err := a.live.Lock.Renew(ctx, id, a.opts.LockTTL); err != nil {
-			lost <- fmt.Errorf("lost the state lock %s: %w", id, err)
-			return
-		}
 	}
 }
 

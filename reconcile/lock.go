@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -54,4 +55,92 @@ func acquireLock(ctx context.Context, l Locker, info LockInfo, ttl, timeout time
 		case <-clock.After(min(left, lockRetryInterval)):
 		}
 	}
+}
+
+// LockOptions tune LockState.
+type LockOptions struct {
+	// Who and Operation describe the holder ("alice@build-3", "apply").
+	Who, Operation string
+	// Timeout is how long to keep retrying while someone else holds the
+	// lock (0: fail at once with the holder's info).
+	Timeout time.Duration
+	// TTL is the lease (default 1m), renewed every third of it until
+	// Release, so a killed process frees the lock by itself.
+	TTL time.Duration
+	// Clock defaults to the wall clock.
+	Clock Clock
+}
+
+// HeldLock is the stack's state lock, held and renewed in the background
+// until Release. rpd apply takes it before planning, so that the plan it
+// shows cannot go stale while it waits for "yes"; Apply takes one itself
+// when not given one.
+type HeldLock struct {
+	info   LockInfo
+	locker Locker
+	lost   chan error // receives once if a renewal fails
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+// LockState takes the state lock of live, retrying up to opts.Timeout
+// while another holder has it; the error then wraps the *LockedError with
+// the holder's info. The lock is renewed until Release.
+func LockState(ctx context.Context, live Live, opts LockOptions) (*HeldLock, error) {
+	if opts.TTL <= 0 {
+		opts.TTL = time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = realClock{}
+	}
+	if opts.Who == "" {
+		opts.Who = DefaultWho()
+	}
+	if live.Lock == nil {
+		return nil, errors.New("the backend has no state lock")
+	}
+	info, err := acquireLock(ctx, live.Lock, LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.TTL, opts.Timeout, opts.Clock)
+	if err != nil {
+		return nil, err
+	}
+	h := &HeldLock{info: info, locker: live.Lock, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go h.renew(context.WithoutCancel(ctx), opts.TTL, opts.Clock)
+	return h, nil
+}
+
+// Info is the lock as stored.
+func (h *HeldLock) Info() LockInfo { return h.info }
+
+// Lost receives an error once if renewing the lease failed: someone else
+// may hold the lock now, and nothing more should be changed under it.
+func (h *HeldLock) Lost() <-chan error { return h.lost }
+
+func (h *HeldLock) renew(ctx context.Context, ttl time.Duration, clock Clock) {
+	defer close(h.done)
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-clock.After(ttl / 3):
+		}
+		if err := h.locker.Renew(ctx, h.info.ID, ttl); err != nil {
+			h.lost <- fmt.Errorf("lost the state lock %s: %w", h.info.ID, err)
+			return
+		}
+	}
+}
+
+// Release stops renewing and unlocks. It is idempotent; only the first
+// call unlocks. When unlocking fails the lease still runs out by itself.
+func (h *HeldLock) Release(ctx context.Context) error {
+	var err error
+	h.once.Do(func() {
+		close(h.stop)
+		<-h.done
+		if uerr := h.locker.Unlock(ctx, h.info.ID); uerr != nil {
+			err = fmt.Errorf("release the state lock %s: %w; run `rpd force-unlock %s` if it stays held", h.info.ID, uerr, h.info.ID)
+		}
+	})
+	return err
 }

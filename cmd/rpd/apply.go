@@ -61,6 +61,8 @@ func runApply(ctx context.Context, e *env, args []string) int {
 
 	var plan *reconcile.Plan
 	var b *openedBackend
+	var held *reconcile.HeldLock
+	lockOpts := reconcile.LockOptions{Who: who(e), Operation: "apply", Timeout: *lockTimeout}
 	if isPlanFile(path) {
 		p, err := f.planFileApplicable(e, path)
 		if err != nil {
@@ -83,21 +85,36 @@ func runApply(ctx context.Context, e *env, args []string) int {
 			view.Error(err)
 			return 1
 		}
-		if plan, err = reconcile.MakePlan(ctx, cfg, b.live, opts); err != nil {
-			b.close()
-			view.Error(err)
-			return 1
-		}
-		if err := view.Plan(plan); err != nil {
-			b.close()
-			view.Error(err)
-			return 1
-		}
-		if plan.HasChanges() && !*autoApprove {
-			if err := confirm(e, color); err != nil {
+		// Lock before planning, as terraform apply does, so the plan shown
+		// cannot go stale while it waits for "yes". Where the lock's table
+		// does not exist yet (a first apply on aws), Apply creates the
+		// tables and locks after the confirmation.
+		if lockable(ctx, b.live) {
+			if held, err = reconcile.LockState(ctx, b.live, lockOpts); err != nil {
 				b.close()
 				view.Error(err)
 				return 1
+			}
+		}
+		fail := func(err error) int {
+			if held != nil {
+				if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
+					err = errors.Join(err, rerr)
+				}
+			}
+			b.close()
+			view.Error(err)
+			return 1
+		}
+		if plan, err = reconcile.MakePlan(ctx, cfg, b.live, opts); err != nil {
+			return fail(err)
+		}
+		if err := view.Plan(plan); err != nil {
+			return fail(err)
+		}
+		if plan.HasChanges() && !*autoApprove {
+			if err := confirm(e, color); err != nil {
+				return fail(err)
 			}
 		}
 	}
@@ -110,20 +127,44 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stdout)
 	}
 	res, err := reconcile.Apply(workCtx, plan, b.live, reconcile.ApplyOptions{
-		Who:                  who(e),
-		Operation:            "apply",
-		LockTimeout:          *lockTimeout,
+		Who:                  lockOpts.Who,
+		Operation:            lockOpts.Operation,
+		LockTimeout:          lockOpts.Timeout,
+		Lock:                 held,
 		Parallelism:          f.parallelism,
 		AllowDestroyNonEmpty: *allowNonEmpty,
 		Progress:             av.Progress,
 		Stop:                 stop,
 	})
+	if held != nil {
+		if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
 	av.Result(res, err)
 	if err != nil {
 		view.Error(err)
 		return 1
 	}
 	return 0
+}
+
+// lockable reports whether the backend's lock can be taken now: always,
+// except on aws before the first apply created the tables.
+func lockable(ctx context.Context, live reconcile.Live) bool {
+	if live.Tables == nil {
+		return true
+	}
+	tables, err := live.Tables.Tables(ctx)
+	if err != nil {
+		return true // let LockState report the problem
+	}
+	for _, t := range tables {
+		if !t.Exists {
+			return false
+		}
+	}
+	return true
 }
 
 // isPlanFile tells a saved plan from a configuration: a configuration is a
