@@ -7,15 +7,18 @@ import (
 )
 
 // fakeClock is a manual Clock: time moves only by Advance, which runs due
-// callbacks synchronously in deadline order.
+// callbacks synchronously in deadline order, timers due at the same instant
+// in the order they were created (Reset keeps a timer's place).
 type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
+	mu      sync.Mutex
+	now     time.Time
+	timers  []*fakeTimer
+	created int
 }
 
 type fakeTimer struct {
 	c      *fakeClock
+	n      int // creation order
 	when   time.Time
 	f      func()
 	live   bool
@@ -35,7 +38,8 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, when: c.now.Add(d), f: f, live: true, queued: true}
+	c.created++
+	t := &fakeTimer{c: c, n: c.created, when: c.now.Add(d), f: f, live: true, queued: true}
 	c.timers = append(c.timers, t)
 	return t
 }
@@ -77,7 +81,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 			}
 		}
 		c.timers = live
-		sort.SliceStable(c.timers, func(i, j int) bool { return c.timers[i].when.Before(c.timers[j].when) })
+		sort.Slice(c.timers, func(i, j int) bool {
+			a, b := c.timers[i], c.timers[j]
+			return a.when.Before(b.when) || a.when.Equal(b.when) && a.n < b.n
+		})
 		if len(c.timers) == 0 || c.timers[0].when.After(end) {
 			c.now = end
 			c.mu.Unlock()

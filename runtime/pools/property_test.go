@@ -19,7 +19,10 @@ import (
 // (priority desc, arrival asc), shrink fails requests that no longer fit,
 // expiry frees slots, and the store holds exactly the held leases.
 
-const propTTL = time.Minute
+const (
+	propTTL     = time.Minute
+	propTimeout = 25 * time.Second
+)
 
 type modelReq struct {
 	task        string
@@ -27,12 +30,16 @@ type modelReq struct {
 	prio, slots int
 	seq         int
 	ttl         bool
+	timeout     bool // Request.Timeout = propTimeout
+	deadline    time.Time
 	queued      bool
 	ch          <-chan result
 	cancel      context.CancelFunc
 	lease       *Lease
 	expires     time.Time
-	grantNo     int
+	// Timer creation numbers, mirroring fakeClock's tie-break: the expiry
+	// timer (made at grant) and the wait-timeout timer (made at enqueue).
+	expTimer, waitTimer int
 }
 
 type modelPool struct {
@@ -45,7 +52,7 @@ type modelPool struct {
 type model struct {
 	pools   map[string]*modelPool
 	seq     int
-	grants  int
+	timers  int
 	now     time.Time
 	pending []*modelReq // granted in the model, result not yet collected
 	all     []*modelReq
@@ -54,10 +61,10 @@ type model struct {
 func (md *model) grant(p *modelPool, r *modelReq) {
 	p.used += r.slots
 	p.held = append(p.held, r)
-	md.grants++
-	r.grantNo = md.grants
 	if r.ttl {
 		r.expires = md.now.Add(propTTL)
+		md.timers++
+		r.expTimer = md.timers
 	}
 	p.stats.Granted++
 	if r.queued {
@@ -193,10 +200,15 @@ func TestPropertyAgainstModel(t *testing.T) {
 					slots: rapid.IntRange(1, 3).Draw(t, "slots"),
 					seq:   md.seq,
 					ttl:   rapid.Bool().Draw(t, "ttl"),
+
+					timeout: rapid.Bool().Draw(t, "timeout"),
 				}
 				req := Request{TaskID: r.task, Priority: r.prio, Slots: r.slots}
 				if r.ttl {
 					req.TTL = propTTL
+				}
+				if r.timeout {
+					req.Timeout = propTimeout
 				}
 				rctx, cancel := context.WithCancel(ctx)
 				r.cancel = cancel
@@ -224,6 +236,11 @@ func TestPropertyAgainstModel(t *testing.T) {
 						return a.seq - b.seq
 					})
 					p.queue = slices.Insert(p.queue, i, r)
+					if r.timeout {
+						r.deadline = md.now.Add(propTimeout)
+						md.timers++
+						r.waitTimer = md.timers
+					}
 					waitQueued(t, m, name, len(p.queue))
 				}
 			},
@@ -274,29 +291,52 @@ func TestPropertyAgainstModel(t *testing.T) {
 				r.expires = md.now.Add(propTTL)
 			},
 			"advance": func(t *rapid.T) {
-				d := rapid.SampledFrom([]time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second}).Draw(t, "advance")
+				d := rapid.SampledFrom([]time.Duration{10 * time.Second, 30 * time.Second, 55 * time.Second}).Draw(t, "advance")
 				target := md.now.Add(d)
-				for {
+				var timedOut []*modelReq
+				for { // replay the due timers in the fake clock's order
 					var next *modelReq
+					var when time.Time
+					var n int
+					consider := func(r *modelReq, at time.Time, timer int) {
+						if !at.After(target) && (next == nil || at.Before(when) || at.Equal(when) && timer < n) {
+							next, when, n = r, at, timer
+						}
+					}
 					for _, p := range md.pools {
 						for _, r := range p.held {
-							if r.ttl && !r.expires.After(target) &&
-								(next == nil || r.expires.Before(next.expires) || r.expires.Equal(next.expires) && r.grantNo < next.grantNo) {
-								next = r
+							if r.ttl {
+								consider(r, r.expires, r.expTimer)
+							}
+						}
+						for _, r := range p.queue {
+							if r.timeout {
+								consider(r, r.deadline, r.waitTimer)
 							}
 						}
 					}
 					if next == nil {
 						break
 					}
-					md.now = next.expires
+					md.now = when
 					p := md.pools[next.pool]
-					md.drop(p, next)
-					p.stats.Expired++
+					if n == next.expTimer && next.ttl && slices.Contains(p.held, next) {
+						md.drop(p, next)
+						p.stats.Expired++
+					} else {
+						p.queue = slices.DeleteFunc(p.queue, func(x *modelReq) bool { return x == next })
+						p.stats.TimedOut++
+						timedOut = append(timedOut, next)
+					}
 					md.grantHeadOfLine(p)
 				}
 				md.now = target
 				clk.Advance(d)
+				for _, r := range timedOut {
+					if err := mustFail(t, r.ch); !errors.Is(err, ErrTimeout) {
+						t.Fatalf("timed-out request %s = %v, want ErrTimeout", r.task, err)
+					}
+				}
 			},
 			"": func(t *rapid.T) {
 				md.collect(t)
@@ -347,7 +387,7 @@ func TestPropertyAgainstModel(t *testing.T) {
 		// Weighted so that queues form and drain often.
 		weighted := []string{"create", "resize", "delete", "acquire", "acquire", "acquire", "acquire",
 			"cancel", "release", "release", "release", "heartbeat", "advance", "advance"}
-		for range rapid.IntRange(1, 120).Draw(t, "steps") {
+		for range rapid.IntRange(40, 150).Draw(t, "steps") {
 			actions[rapid.SampledFrom(weighted).Draw(t, "action")](t)
 			check(t)
 		}
