@@ -166,3 +166,68 @@ func TestStressGrantOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestStressResize resizes a pool back and forth (4 ↔ 2 slots) while
+// requests of 1–2 slots come and go: no request is lost (each is granted
+// within testWait, none fails since none exceeds 2 slots), Available never
+// goes negative, held slots never exceed the largest size, and the pool ends
+// full at its final size.
+func TestStressResize(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.CreatePool("p", 4, ""); err != nil {
+		t.Fatal(err)
+	}
+	var inUse atomic.Int64
+	stop := make(chan struct{})
+	resized := make(chan int)
+	go func() {
+		n := 0
+		for size := 2; ; size = 6 - size {
+			select {
+			case <-stop:
+				resized <- n
+				return
+			default:
+			}
+			if err := m.UpdatePool("p", size); err != nil {
+				t.Error(err)
+			}
+			if st, err := m.PoolStatus("p"); err != nil || st.Available < 0 {
+				t.Errorf("status %+v, %v", st, err)
+			}
+			n++
+			runtime.Gosched()
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 3))
+			for range 150 {
+				ctx, cancel := context.WithTimeout(context.Background(), testWait)
+				l, err := m.Acquire(ctx, "p", Request{Priority: rng.IntN(3), Slots: 1 + rng.IntN(2)})
+				cancel()
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if n := inUse.Add(int64(l.Slots())); n > 4 {
+					t.Errorf("%d slots held, the pool never had more than 4", n)
+				}
+				runtime.Gosched()
+				inUse.Add(-int64(l.Slots()))
+				l.Release()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	t.Logf("%d resizes", <-resized)
+	st := mustStatus(t, m, "p")
+	if st.Used != 0 || st.Queued != 0 || st.Available != st.Total || st.Stats.Granted != 8*150 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}
+
