@@ -230,4 +230,3 @@ func TestStressResize(t *testing.T) {
 		t.Fatalf("at the end: %+v", st)
 	}
 }
-
