@@ -30,6 +30,65 @@ const (
 	maxWork = 1 << 20
 )
 
+// Limits on the raw source, checked before parsing: HCL's parser recurses
+// once per nesting level, and a file of a million "[" would overflow the
+// goroutine stack, which no recover can catch.
+const (
+	maxFileBytes = 4 << 20
+	maxNesting   = 256
+	maxUnaryRun  = 10_000
+)
+
+// CheckSource reports a file that is too large or nests brackets or unary
+// operators deeper than HCL's parser can safely follow; call it before
+// parsing HCL from untrusted bytes (the loader does; so does rpd fmt). Brackets are counted
+// everywhere, strings and comments included: a string cannot hide real
+// nesting from a scanner that doesn't know where strings end, and no
+// sensible file has 256 unclosed brackets in its comments.
+func CheckSource(name string, src []byte) *hcl.Diagnostic {
+	if len(src) > maxFileBytes {
+		return &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Configuration file too large",
+			Detail:   fmt.Sprintf("%s is %d bytes; the limit is %d.", name, len(src), maxFileBytes),
+			Subject:  &hcl.Range{Filename: name, Start: hcl.InitialPos, End: hcl.InitialPos},
+		}
+	}
+	depth, unary := 0, 0
+	line, col := 1, 1
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		switch {
+		case c == '(' || c == '[' || c == '{':
+			depth++
+			unary = 0
+		case c == ')' || c == ']' || c == '}':
+			depth = max(depth-1, 0)
+			unary = 0
+		case c == '-' || c == '!':
+			unary++
+		case c == ' ' || c == '\t' || c == '\r' || c == '\n':
+		default:
+			unary = 0
+		}
+		if depth > maxNesting || unary > maxUnaryRun {
+			pos := hcl.Pos{Line: line, Column: col, Byte: i}
+			return &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Nesting too deep",
+				Detail:   fmt.Sprintf("Brackets nest more than %d levels deep here, or more than %d unary operators follow each other; no configuration needs that.", maxNesting, maxUnaryRun),
+				Subject:  &hcl.Range{Filename: name, Start: pos, End: pos},
+			}
+		}
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return nil
+}
+
 // workBudget is what is left of maxWork in one load.
 type workBudget struct{ left int }
 

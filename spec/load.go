@@ -136,6 +136,10 @@ func (l *Loader) LoadSources(srcs map[string][]byte, vars Vars) (*Config, hcl.Di
 	var diags hcl.Diagnostics
 	var files []*hcl.File
 	for _, n := range names {
+		if d := CheckSource(n, srcs[n]); d != nil {
+			diags = append(diags, d)
+			continue
+		}
 		f, ds := l.parser.ParseHCL(srcs[n], n)
 		diags = append(diags, ds...)
 		if f != nil && !ds.HasErrors() {

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -120,7 +121,20 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 
 	// -var-file files, in order.
 	for _, fn := range in.Files {
-		f, ds := l.parser.ParseHCLFile(fn)
+		src, err := os.ReadFile(fn)
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{
+				Severity: hcl.DiagError,
+				Summary:  "Failed to read file",
+				Detail:   fmt.Sprintf("The variable file %q could not be read: %v.", fn, err),
+			})
+			continue
+		}
+		if d := CheckSource(fn, src); d != nil {
+			diags = append(diags, d)
+			continue
+		}
+		f, ds := l.parser.ParseHCL(src, fn)
 		diags = append(diags, ds...)
 		if ds.HasErrors() || f == nil {
 			continue

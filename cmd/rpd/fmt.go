@@ -14,6 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclwrite"
+
+	"github.com/rpdhq/rpd/spec"
 )
 
 const fmtHelp = `
@@ -140,6 +142,9 @@ func (o fmtOptions) formatFile(e *env, parser *hclparse.Parser, name string) (bo
 
 // formatSource checks src's syntax and returns it in canonical format.
 func formatSource(parser *hclparse.Parser, src []byte, name string) ([]byte, hcl.Diagnostics) {
+	if d := spec.CheckSource(name, src); d != nil {
+		return nil, hcl.Diagnostics{d}
+	}
 	if _, diags := parser.ParseHCL(src, name); diags.HasErrors() {
 		return nil, diags
 	}

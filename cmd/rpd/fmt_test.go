@@ -90,6 +90,10 @@ func TestFmtErrors(t *testing.T) {
 	if code != 1 || out != "" || !strings.Contains(errs, broken+" line 2") || read(t, broken) != "pool \"p\" {\n  slots = = 1\n}\n" {
 		t.Errorf("syntax error: %d %q %q", code, out, errs)
 	}
+	deep := write(t, filepath.Join(t.TempDir(), "deep.hcl"), "x = "+strings.Repeat("[", 100000)+"\n")
+	if code, _, errs := runT(t, "fmt", deep); code != 1 || !strings.Contains(errs, "Nesting too deep") {
+		t.Errorf("deep nesting: %d %q", code, errs)
+	}
 	if code, _, errs := runT(t, "fmt", filepath.Join(dir, "missing.hcl")); code != 1 || !strings.Contains(errs, "no such file") {
 		t.Errorf("missing: %d %q", code, errs)
 	}
