@@ -37,7 +37,8 @@ type Request struct {
 // request, ErrTimeout when req.Timeout elapses, or ctx's error (wrapped) when
 // ctx ends; in every failure case nothing is held: a grant that races the
 // cancellation is handed back to the pool, and a request leaving the head of
-// the queue lets the next one be granted. Ordering is described on pool.
+// the queue lets the next one be granted. The ordering (strict head of line)
+// is described in the package documentation.
 //
 // With a Store, the grant is recorded (PutLease, with ctx) before Acquire
 // returns. If recording fails the grant is rolled back, the slots go to the
@@ -104,7 +105,7 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 }
 
 func (p *pool) enqueueLocked(l *Lease) *waiter {
-	w := &waiter{lease: l, enqueued: p.m.clock.Now(), ready: make(chan struct{})}
+	w := &waiter{priority: l.priority, seq: l.seq, lease: l, enqueued: p.m.clock.Now(), ready: make(chan struct{})}
 	heap.Push(&p.waiters, w)
 	p.queuedSlots += l.slots
 	return w

@@ -41,6 +41,10 @@ func newPool(m *Manager, cfg PoolConfig) *pool {
 // waiter is a queued request. state moves from waiting to exactly one of
 // granted or failed, under the pool's lock; ready is closed at that moment.
 type waiter struct {
+	// priority and seq are copied from the lease so that heap comparisons
+	// touch only the waiter: one cache miss per element, not two.
+	priority int
+	seq      uint64
 	lease    *Lease
 	index    int // in the heap, -1 once removed
 	enqueued time.Time
@@ -63,7 +67,7 @@ type waiterHeap []*waiter
 
 func (h waiterHeap) Len() int { return len(h) }
 func (h waiterHeap) Less(i, j int) bool {
-	a, b := h[i].lease, h[j].lease
+	a, b := h[i], h[j]
 	if a.priority != b.priority {
 		return a.priority > b.priority
 	}
