@@ -231,3 +231,41 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version extra: %d", code)
 	}
 }
+
+// TestConfigFlagsLoad covers the helper every configuration-reading command
+// (plan, apply, watch, …) is built on.
+func TestConfigFlagsLoad(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := write(t, filepath.Join(dir, "main.hcl"), "variable \"n\" { type = number }\npool \"p\" { slots = var.n }\n")
+	load := func(args ...string) (int, string, bool) {
+		var cf configFlags
+		var errb bytes.Buffer
+		e := &env{stderr: &errb, environ: []string{"RPD_VAR_n=2"}, isTerminal: func(io.Writer) bool { return false }}
+		fs := newFlagSet("test", "[options] [DIR|FILE]", "help")
+		cf.register(fs)
+		if code, ok := parseFlags(e, fs, args); !ok {
+			t.Fatalf("parse %v: %d", args, code)
+		}
+		path, code, ok := configPath(e, fs)
+		if !ok {
+			return code, errb.String(), false
+		}
+		cfg, code := cf.load(e, path)
+		if cfg != nil && cfg.Pools[1].Slots != 2 && cfg.Pools[1].Slots != 5 {
+			t.Errorf("slots = %d", cfg.Pools[1].Slots)
+		}
+		return code, errb.String(), cfg != nil
+	}
+	if code, errs, ok := load(cfgFile); code != 0 || !ok || errs != "" {
+		t.Errorf("env var: %d %v %q", code, ok, errs)
+	}
+	if code, _, ok := load("-var", "n=5", "--no-color", dir); code != 0 || !ok {
+		t.Errorf("-var: %d %v", code, ok)
+	}
+	if code, errs, ok := load("-var", "n=0", cfgFile); code != 1 || ok || !strings.Contains(errs, cfgFile+" line 2") {
+		t.Errorf("invalid: %d %v %q", code, ok, errs)
+	}
+	if code, errs, ok := load(cfgFile, cfgFile); code != 1 || ok || !strings.Contains(errs, "expected one configuration") {
+		t.Errorf("two paths: %d %v %q", code, ok, errs)
+	}
+}
