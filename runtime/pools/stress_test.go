@@ -230,3 +230,66 @@ func TestStressResize(t *testing.T) {
 		t.Fatalf("at the end: %+v", st)
 	}
 }
+
+// TestStressStoreNoResurrection races heartbeats of each lease (from a
+// second goroutine) against its release: a heartbeat's PutLease must never
+// land after the release's DeleteLease, so the store ends empty.
+func TestStressStoreNoResurrection(t *testing.T) {
+	store := &slowPutStore{}
+	m := newTestManager(t, Options{Store: store})
+	if err := m.ConfigurePool(PoolConfig{Name: "p", Slots: 4, LeaseTTL: testWait}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				l, err := m.Acquire(ctx, "p", Request{TaskID: "t"})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				beat := make(chan struct{})
+				go func() {
+					defer close(beat)
+					for range 3 {
+						err := l.Heartbeat(ctx)
+						if err != nil && !errors.Is(err, ErrLeaseReleased) {
+							t.Error(err)
+						}
+					}
+				}()
+				runtime.Gosched()
+				if err := l.Release(); err != nil {
+					t.Error(err)
+				}
+				<-beat
+			}
+		}()
+	}
+	wg.Wait()
+	recs, err := store.LoadLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Fatalf("store after every release: %d record(s), e.g. %+v", len(recs), recs[0])
+	}
+	if st := mustStatus(t, m, "p"); st.Used != 0 || st.Stats.Granted != 800 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}
+
+// slowPutStore yields before each write, widening the window in which a
+// heartbeat's write could overtake a release's delete.
+type slowPutStore struct{ MemoryStore }
+
+func (s *slowPutStore) PutLease(ctx context.Context, rec LeaseRecord) error {
+	for range 3 {
+		runtime.Gosched()
+	}
+	return s.MemoryStore.PutLease(ctx, rec)
+}
