@@ -62,6 +62,8 @@ type Manager struct {
 	// so the store-less fast path never touches it. Lock order: pool.mu, then idMu.
 	idMu sync.Mutex
 	ids  map[string]*Lease
+
+	restoreMu sync.Mutex // one Restore at a time, so none counts a record twice
 }
 
 // NewManager returns a Manager holding only default_pool.

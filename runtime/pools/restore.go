@@ -33,6 +33,8 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	if m.store == nil {
 		return rep, nil
 	}
+	m.restoreMu.Lock()
+	defer m.restoreMu.Unlock()
 	recs, err := m.store.LoadLeases(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("pools: loading lease records: %w: %w", ErrStore, err)

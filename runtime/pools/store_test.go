@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -303,5 +304,28 @@ func TestMemoryStore(t *testing.T) {
 	}
 	if recs, _ := s.LoadLeases(ctx); len(recs) != 0 {
 		t.Fatalf("after delete: %+v", recs)
+	}
+}
+
+func TestConcurrentRestoresCountOnce(t *testing.T) {
+	store := &MemoryStore{}
+	ctx := context.Background()
+	for i := range 3 {
+		store.PutLease(ctx, LeaseRecord{LeaseID: fmt.Sprintf("%s/old-%d", DefaultPool, i), Pool: DefaultPool, TaskID: "w", Slots: 2})
+	}
+	m := newTestManager(t, Options{Store: store})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := m.Restore(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if st := mustStatus(t, m, DefaultPool); st.Used != 6 {
+		t.Fatalf("used %d after concurrent restores, want 6", st.Used)
 	}
 }
