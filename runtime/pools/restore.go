@@ -19,7 +19,8 @@ type RestoreReport struct {
 // Restore re-counts the slots recorded in the Store, so that slots held by
 // workers that outlived a previous process stay held. Call it at start-up
 // after the pools are configured and before serving requests. It is
-// idempotent: a record whose lease is already held is skipped. Restored
+// idempotent (and calls are serialised): a record whose lease is already
+// held is skipped. Restored
 // leases keep their IDs (see Manager.Lease) and remaining TTL; their TTL for
 // later heartbeats is the pool's LeaseTTL, or ExpiresAt-GrantedAt if the
 // pool has none. A restored lease may push Used above Total if the pool was
