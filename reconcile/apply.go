@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -329,6 +330,27 @@ func (a *applier) run(ctx context.Context) error {
 		return err
 	}
 	infos := cur.infos
+	base := cur.doc
+
+	// Phase 0: record the queues about to be created, so that an apply
+	// interrupted after creating one still finds it.
+	creating := map[string]string{}
+	for _, c := range p.Changes {
+		if c.Address.Type == TypeQueue && (c.Action == Create || c.Action == DeleteThenCreate) && !a.stopped() {
+			creating[p.Desired.Queues[c.Address.Name].Name] = c.Address.Name
+		}
+	}
+	if len(creating) > 0 {
+		intent := base.Clone()
+		maps.Copy(intent.Creating, creating)
+		v, err := a.writeDoc(ctx, base, intent, version, nil)
+		if err != nil {
+			err = fmt.Errorf("record the queues to create: %w", err)
+			a.skipRest(err)
+			return a.outcome(err)
+		}
+		base, version = intent, v
+	}
 
 	// Phase 1: create, update and replace queues.
 	a.parallel(ctx, func(c ResourceChange) bool {
@@ -338,7 +360,7 @@ func (a *applier) run(ctx context.Context) error {
 	})
 
 	// Phase 2: one write of the runtime document.
-	doc := cur.doc.Clone()
+	doc := base.Clone()
 	if doc.Lineage == "" {
 		doc.Lineage = newID()
 	}
@@ -373,10 +395,13 @@ func (a *applier) run(ctx context.Context) error {
 					a.finish(r, err, 0)
 					continue
 				}
-				e := cur.doc.Queues[c.Address.Name]
-				if e.Name == "" {
-					e = p.LiveQueues[c.Address.Name]
+				// Retire the live queue the plan saw, which is not the
+				// recorded one when an unrecorded queue stands in for it.
+				e, ok := p.LiveQueues[c.Address.Name]
+				if !ok {
+					e = cur.doc.Queues[c.Address.Name]
 				}
+				e.Name = a.liveName(c, cur.doc)
 				e.Retired = true
 				doc.Queues[c.Address.Name] = e
 				retire = append(retire, c)
@@ -436,7 +461,9 @@ func (a *applier) run(ctx context.Context) error {
 		}
 	}
 
-	version, werr := a.writeDoc(ctx, cur.doc, doc, version, append(slices.Clone(inDoc), retire...))
+	a.settleCreating(ctx, doc, creating)
+
+	version, werr := a.writeDoc(ctx, base, doc, version, append(slices.Clone(inDoc), retire...))
 	if werr != nil {
 		for _, c := range retire {
 			a.skip(c.Address, fmt.Errorf("the runtime document was not written: %w", werr))
@@ -472,6 +499,42 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	a.res.StateVersion = version
 	return a.outcome(werr)
+}
+
+// settleCreating keeps in doc.Creating only the queues that may exist
+// without being recorded: a create of this apply that failed (the call may
+// have created it all the same) and is live, or an earlier one that the
+// plan found live and that nothing in this apply recorded or deletes.
+func (a *applier) settleCreating(ctx context.Context, doc *RuntimeDoc, creating map[string]string) {
+	recorded := map[string]bool{}
+	for _, q := range doc.Queues {
+		recorded[q.Name] = true
+	}
+	for _, c := range a.plan.Changes {
+		// A queue this apply deleted is gone: nothing to remember.
+		if r := a.result(c.Address); r != nil && r.Status == Succeeded && c.Action == DeleteThenCreate {
+			if n, ok := c.Before["name"].(string); ok {
+				recorded[n] = true
+			}
+		}
+	}
+	for name, class := range doc.Creating {
+		keep := false
+		switch {
+		case recorded[name]:
+		case creating[name] != "":
+			if r := a.result(Address{TypeQueue, class}); r != nil && r.Status == Failed {
+				_, err := a.live.Queues.DescribeQueue(ctx, name)
+				keep = !errors.Is(err, ErrQueueNotFound)
+			}
+		default:
+			fp, seen := a.plan.Fingerprints["queue "+name]
+			keep = seen && fp != "absent"
+		}
+		if !keep {
+			delete(doc.Creating, name)
+		}
+	}
 }
 
 // outcome turns the per-change results into Apply's error.

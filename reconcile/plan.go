@@ -325,10 +325,14 @@ func readDoc(ctx context.Context, st StateStore, stack string) (*RuntimeDoc, int
 }
 
 // refreshed is the result of refreshing queues: every refreshed name (nil
-// info: absent) and the stack-tagged queues nobody declared or recorded.
+// info: absent) and the stack-tagged queues that exist without being
+// recorded (found by the default name prefix, or in RuntimeDoc.Creating).
 type refreshed struct {
 	byName  map[string]*QueueInfo
 	orphans map[string]string // class key -> queue name
+	// strays are stack-tagged queues that are not recorded and whose class
+	// already has another live queue: rpd leaves them alone and warns.
+	strays []string
 }
 
 func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cur *RuntimeDoc, parallelism int) (*refreshed, error) {
@@ -344,30 +348,43 @@ func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cu
 	if err != nil {
 		return nil, fmt.Errorf("list queues with prefix %q: %w", prefix, err)
 	}
-	var extra []string
+	candidates := map[string]string{} // unrecorded queue name -> class
 	for _, n := range listed {
 		if !known[n] {
-			extra = append(extra, n)
-			known[n] = true
+			candidates[n] = strings.TrimPrefix(n, prefix)
+		}
+	}
+	for n, class := range cur.Creating {
+		if !known[n] {
+			candidates[n] = class
 		}
 	}
 	names := slices.Sorted(maps.Keys(known))
+	for n := range candidates {
+		names = append(names, n)
+	}
 	byName, err := describeAll(ctx, qa, names, parallelism)
 	if err != nil {
 		return nil, err
 	}
 	r := &refreshed{byName: byName, orphans: map[string]string{}}
-	for _, n := range extra {
+	for _, n := range slices.Sorted(maps.Keys(candidates)) {
 		info := byName[n]
 		if info == nil || info.Attributes.Tags[StackTag] != stack {
-			delete(byName, n) // not ours: never touched, never fingerprinted
+			if _, creating := cur.Creating[n]; !creating || info != nil {
+				delete(byName, n) // not ours: never touched, never fingerprinted
+			}
 			continue
 		}
-		class := strings.TrimPrefix(n, prefix)
-		if _, taken := desired.Queues[class]; taken {
+		class := candidates[n]
+		// The class's recorded queue, when it still exists, is the one
+		// rpd manages; a second one is left alone.
+		if rec, ok := cur.Queues[class]; ok && byName[rec.Name] != nil {
+			r.strays = append(r.strays, n)
 			continue
 		}
-		if _, taken := cur.Queues[class]; taken {
+		if _, dup := r.orphans[class]; dup {
+			r.strays = append(r.strays, n)
 			continue
 		}
 		r.orphans[class] = n
@@ -466,24 +483,21 @@ func (p *Plan) planQueues(cur *RuntimeDoc, r *refreshed) {
 		addr := Address{TypeQueue, k}
 		des, hasDes := p.Desired.Queues[k]
 		rec, hasRec := cur.Queues[k]
-		if !hasRec {
-			if n, ok := r.orphans[k]; ok {
-				rec, hasRec = QueueEntry{Name: n}, true
-				// An orphan was never recorded: no drift to report.
-				if info := r.byName[n]; info != nil {
-					rec = liveQueueEntry(info)
-				}
-			}
-		}
 		var recInfo *QueueInfo
 		if hasRec {
 			recInfo = r.byName[rec.Name]
-			if recInfo != nil {
-				p.LiveQueues[k] = liveQueueEntry(recInfo)
-			}
-			if !rec.Retired || recInfo == nil {
-				p.driftQueue(addr, rec, recInfo)
-			}
+		}
+		if n, ok := r.orphans[k]; ok && recInfo == nil {
+			// An unrecorded queue of this class, left by an interrupted
+			// apply, stands in for the recorded one (which is gone):
+			// never recorded, so no drift to report.
+			recInfo = r.byName[n]
+			rec, hasRec = liveQueueEntry(recInfo), true
+		} else if hasRec && (!rec.Retired || recInfo == nil) {
+			p.driftQueue(addr, rec, recInfo)
+		}
+		if recInfo != nil {
+			p.LiveQueues[k] = liveQueueEntry(recInfo)
 		}
 		if !hasDes {
 			if recInfo == nil {
@@ -605,17 +619,17 @@ func (p *Plan) applyTargets(targets []Address) error {
 
 // warn adds the live impact of the planned changes.
 func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse map[string]BudgetUse) {
+	for _, n := range r.strays {
+		p.Warnings = append(p.Warnings, Warning{Address{TypeQueue, n}, fmt.Sprintf(
+			"queue %s is tagged for stack %s but rpd has no record of it, and its class already has a queue; rpd leaves it alone — delete it yourself if it is not needed", n, p.Stack)})
+	}
 	for _, c := range p.Changes {
 		switch c.Address.Type {
 		case TypeQueue:
 			if !c.Action.IsDestructive() {
 				continue
 			}
-			rec := cur.Queues[c.Address.Name]
-			name := rec.Name
-			if name == "" {
-				name = r.orphans[c.Address.Name]
-			}
+			name, _ := c.Before["name"].(string)
 			if info := r.byName[name]; info != nil {
 				if n := info.Visible + info.InFlight + info.Delayed; n > 0 {
 					p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(

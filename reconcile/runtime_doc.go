@@ -39,6 +39,12 @@ type RuntimeDoc struct {
 	Priorities    map[string]PriorityEntry `json:"priorities"`
 	// Queues is keyed by runner class name.
 	Queues map[string]QueueEntry `json:"queues"`
+	// Creating maps the names of queues apply is creating, or created
+	// without recording them yet, to their class. Apply writes it before
+	// creating queues, so that a queue created by an apply that was then
+	// interrupted is still found (and deleted, if its class is gone),
+	// whatever its name.
+	Creating map[string]string `json:"creating,omitempty"`
 }
 
 // ClassEntry is a runner class's runtime settings.
@@ -129,6 +135,7 @@ func NewRuntimeDoc(stack string) *RuntimeDoc {
 		Pools:         map[string]PoolEntry{},
 		Priorities:    map[string]PriorityEntry{},
 		Queues:        map[string]QueueEntry{},
+		Creating:      map[string]string{},
 	}
 }
 
@@ -185,6 +192,9 @@ func (d *RuntimeDoc) fillMaps() {
 	if d.Queues == nil {
 		d.Queues = map[string]QueueEntry{}
 	}
+	if d.Creating == nil {
+		d.Creating = map[string]string{}
+	}
 }
 
 // Clone returns a deep copy.
@@ -214,6 +224,7 @@ func (d *RuntimeDoc) Clone() *RuntimeDoc {
 	c.Pools = maps.Clone(d.Pools)
 	c.Priorities = maps.Clone(d.Priorities)
 	c.Queues = maps.Clone(d.Queues)
+	c.Creating = maps.Clone(d.Creating)
 	c.fillMaps()
 	return &c
 }
