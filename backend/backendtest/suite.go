@@ -335,11 +335,11 @@ func testBadInput(t *testing.T, h *Harness) {
 func testDelay(t *testing.T, h *Harness) {
 	c := ctx(t)
 	q := newQueue(t, h, "delay", reconcile.QueueAttributes{})
-	if err := q.Send(c, "later", time.Second); err != nil {
+	if err := q.Send(c, "later", 2*time.Second); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
-	expectEmpty(t, q, "right after a send with delay 1s")
-	h.Advance(1200 * time.Millisecond)
+	expectEmpty(t, q, "right after a send with delay 2s")
+	h.Advance(2200 * time.Millisecond)
 	msgs := receiveN(t, q, 1, 0)
 	if msgs[0].Body != "later" || msgs[0].ReceiveCount != 1 {
 		t.Errorf("got %+v; want body later, receive count 1", msgs[0])
@@ -347,20 +347,20 @@ func testDelay(t *testing.T, h *Harness) {
 }
 
 func testQueueDefaultDelay(t *testing.T, h *Harness) {
-	q := newQueue(t, h, "qdelay", reconcile.QueueAttributes{Delay: time.Second})
+	q := newQueue(t, h, "qdelay", reconcile.QueueAttributes{Delay: 2 * time.Second})
 	send(t, q, "x")
-	expectEmpty(t, q, "right after a send to a queue with delay 1s")
-	h.Advance(1200 * time.Millisecond)
+	expectEmpty(t, q, "right after a send to a queue with delay 2s")
+	h.Advance(2200 * time.Millisecond)
 	receiveN(t, q, 1, 0)
 }
 
 func testVisibility(t *testing.T, h *Harness) {
 	q := newQueue(t, h, "vis", reconcile.QueueAttributes{})
 	send(t, q, "m")
-	first := receiveN(t, q, 1, time.Second)[0]
+	first := receiveN(t, q, 1, 2*time.Second)[0]
 	expectEmpty(t, q, "while the message is invisible")
-	h.Advance(1500 * time.Millisecond)
-	second := receiveN(t, q, 1, time.Second)[0]
+	h.Advance(2500 * time.Millisecond)
+	second := receiveN(t, q, 1, 2*time.Second)[0]
 	if second.ID != first.ID || second.ReceiveCount != 2 {
 		t.Errorf("redelivery %+v; want message %s with receive count 2", second, first.ID)
 	}
@@ -370,7 +370,7 @@ func testVisibility(t *testing.T, h *Harness) {
 	if err := q.Delete(ctx(t), second.ReceiptHandle); err != nil {
 		t.Fatalf("Delete with the current handle: %v", err)
 	}
-	h.Advance(1500 * time.Millisecond)
+	h.Advance(2500 * time.Millisecond)
 	expectEmpty(t, q, "after delete")
 }
 
@@ -824,23 +824,26 @@ func testLockContention(t *testing.T, h *Harness) {
 
 func testLockExpiry(t *testing.T, h *Harness) {
 	c := ctx(t)
-	a, err := h.Locker.Lock(c, reconcile.LockInfo{ID: "lock-a", Who: "a@host", Operation: "apply"}, time.Second)
+	// Margins of a second, so that a backend on real time passes on a
+	// loaded machine: the first lease ends at 2s, the renewed one at 3s,
+	// and the contender comes at 2s (+ call latency).
+	a, err := h.Locker.Lock(c, reconcile.LockInfo{ID: "lock-a", Who: "a@host", Operation: "apply"}, 2*time.Second)
 	if err != nil || a.ID != "lock-a" {
 		t.Fatalf("Lock = %+v, %v; want ID lock-a", a, err)
 	}
-	h.Advance(600 * time.Millisecond)
-	if err := h.Locker.Renew(c, a.ID, time.Second); err != nil {
+	h.Advance(time.Second)
+	if err := h.Locker.Renew(c, a.ID, 2*time.Second); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	h.Advance(600 * time.Millisecond)
+	h.Advance(time.Second)
 	var le *reconcile.LockedError
 	if _, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "b@host"}, time.Second); !errors.As(err, &le) {
-		t.Fatalf("Lock after a renewal 600ms ago with ttl 1s: %v; want *LockedError", err)
+		t.Fatalf("Lock past the first lease but within the renewed one: %v; want *LockedError", err)
 	}
 	if err := h.Locker.Renew(c, "lock-b", time.Second); !errors.Is(err, backend.ErrLockNotHeld) {
 		t.Errorf("Renew of a lock not held: %v; want ErrLockNotHeld", err)
 	}
-	h.Advance(1500 * time.Millisecond)
+	h.Advance(2 * time.Second)
 	b, err := h.Locker.Lock(c, reconcile.LockInfo{ID: "lock-b", Who: "b@host"}, time.Minute)
 	if err != nil {
 		t.Fatalf("Lock after the lease expired: %v; want a takeover", err)
