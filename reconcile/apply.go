@@ -388,24 +388,21 @@ func (a *applier) run(ctx context.Context) error {
 			continue
 		}
 		switch c.Address.Type {
-		case TypeQueue:
-			r := a.result(c.Address)
-			{
-				if err := a.guardQueue(c, infos[a.liveName(c, cur.doc)], cur.doc); err != nil {
-					a.finish(r, err, 0)
-					continue
-				}
-				// Retire the live queue the plan saw, which is not the
-				// recorded one when an unrecorded queue stands in for it.
-				e, ok := p.LiveQueues[c.Address.Name]
-				if !ok {
-					e = cur.doc.Queues[c.Address.Name]
-				}
-				e.Name = a.liveName(c, cur.doc)
-				e.Retired = true
-				doc.Queues[c.Address.Name] = e
-				retire = append(retire, c)
+		case TypeQueue: // a delete: the others were done in phase 1
+			if err := a.guardQueue(c, infos[a.liveName(c, cur.doc)], cur.doc); err != nil {
+				a.finish(a.result(c.Address), err, 0)
+				continue
 			}
+			// Retire the live queue the plan saw, which is not the
+			// recorded one when an unrecorded queue stands in for it.
+			e, ok := p.LiveQueues[c.Address.Name]
+			if !ok {
+				e = cur.doc.Queues[c.Address.Name]
+			}
+			e.Name = a.liveName(c, cur.doc)
+			e.Retired = true
+			doc.Queues[c.Address.Name] = e
+			retire = append(retire, c)
 		case TypeRunnerClass:
 			if q := a.result(Address{TypeQueue, c.Address.Name}); q != nil && q.Status != Succeeded && c.Action != Delete {
 				a.skip(c.Address, fmt.Errorf("depends on queue.%s, which did not apply", c.Address.Name))
@@ -418,7 +415,6 @@ func (a *applier) run(ctx context.Context) error {
 				if held == nil {
 					if held, err = a.live.Held.HeldSlots(ctx); err != nil {
 						a.finish(a.result(c.Address), fmt.Errorf("read held slots of %s: %w", c.Address, err), 0)
-						held = nil
 						continue
 					}
 				}
@@ -629,6 +625,9 @@ func (a *applier) parallel(ctx context.Context, sel func(ResourceChange) bool, f
 func (a *applier) liveName(c ResourceChange, cur *RuntimeDoc) string {
 	if n, ok := c.Before["name"].(string); ok {
 		return n
+	}
+	if cur == nil {
+		return ""
 	}
 	return cur.Queues[c.Address.Name].Name
 }
