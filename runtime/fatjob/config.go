@@ -33,7 +33,7 @@ type Config struct {
 	// SpillSlots is the number of permits that may hold a spill slot at once.
 	// nil means spilling is unlimited: a request for a slot is granted
 	// without counting. A non-nil value must be at least 1; use
-	// LimitedSpill to build one.
+	// LimitedSpill to build one, at most MaxSpillSlots.
 	SpillSlots *int
 }
 
@@ -64,8 +64,8 @@ func (c Config) Validate() error {
 	} else if c.DeltaCacheBytes > MaxBudgetBytes {
 		errs = append(errs, fmt.Errorf("%w: delta cache budget %d exceeds the maximum %d bytes", ErrInvalidConfig, c.DeltaCacheBytes, MaxBudgetBytes))
 	}
-	if c.SpillSlots != nil && *c.SpillSlots < 1 {
-		errs = append(errs, fmt.Errorf("%w: %d spill slots; use at least 1, or nil for unlimited spilling", ErrInvalidConfig, *c.SpillSlots))
+	if c.SpillSlots != nil && (*c.SpillSlots < 1 || *c.SpillSlots > MaxSpillSlots) {
+		errs = append(errs, fmt.Errorf("%w: %d spill slots; use 1..%d, or nil for unlimited spilling", ErrInvalidConfig, *c.SpillSlots, MaxSpillSlots))
 	}
 	return errors.Join(errs...)
 }

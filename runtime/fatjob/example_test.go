@@ -86,5 +86,5 @@ func ExamplePool_Reconfigure() {
 	// Output:
 	// 0 200
 	// 100
-	// fatjob: invalid config: 0 spill slots; use at least 1, or nil for unlimited spilling
+	// fatjob: invalid config: 0 spill slots; use 1..16384, or nil for unlimited spilling
 }

@@ -57,7 +57,7 @@ func (p *Pool) checkInvariants() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	totals := [3]int64{int64(p.cfg.ScanRingBytes), int64(p.cfg.DeltaCacheBytes), p.cfg.spillTotal()}
-	avail := [3]int64{p.scan.Load(), p.delta.Load(), p.spill.Load()}
+	avail := [3]int64{p.scan.Load(), p.delta.Load(), p.spillAvailable()}
 	names := [3]string{"scan ring", "delta cache", "spill slots"}
 	for i := range totals {
 		floor := min(0, p.floor[i].Load())

@@ -50,17 +50,24 @@ var ErrExceedsCapacity = errors.New("fatjob: request exceeds the pool's total ca
 // last attempt ahead of queueing; with sequentially consistent atomics one
 // of the two sees the other, so no release is missed by a waiter.
 type Pool struct {
-	// Available amount of each budget: total minus held. Negative after a
-	// Reconfigure shrank a budget below what is held; a grant never makes it
-	// negative.
-	scan, delta, spill atomic.Int64
+	// Available scan-ring and delta-cache bytes: total minus held. Negative
+	// after a Reconfigure shrank a budget below what is held; a grant never
+	// makes them negative.
+	scan, delta atomic.Int64
+	// claims packs the available spill slots (low bits) with the count of
+	// permits handed out (high bits), so that one compare-and-swap takes a
+	// slot and numbers the permit; see claims.go.
+	claims atomic.Uint64
 	// gate: low 32 bits = queued requests + running Reconfigure (the
 	// lock-free path is closed while non-zero); high 32 bits = version.
 	gate           atomic.Uint64
 	spillUnlimited atomic.Bool
 
-	// block hands out the permits of the lock-free path and counts them.
-	block atomic.Pointer[permitBlock]
+	blocks [blockRing]atomic.Pointer[permitBlock] // see claims.go
+	// claimWraps counts overflows of the claim counter; unclaimed counts
+	// claimed permits that never reached a caller (rolled back or handed
+	// back after a cancellation).
+	claimWraps, unclaimed atomic.Uint64
 
 	denied, waited, waitNanos, cancelled atomic.Uint64
 
@@ -124,12 +131,12 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 	p.cfg = cfg
 	p.scan.Store(int64(cfg.ScanRingBytes))
 	p.delta.Store(int64(cfg.DeltaCacheBytes))
-	p.spill.Store(cfg.spillTotal())
+	p.claims.Store(spillBias + uint64(cfg.spillTotal()))
 	p.spillUnlimited.Store(cfg.SpillSlots == nil)
-	p.block.Store(&permitBlock{})
+	p.blocks[0].Store(&permitBlock{})
 	p.floor[resScan].Store(p.scan.Load())
 	p.floor[resDelta].Store(p.delta.Load())
-	p.floor[resSpill].Store(p.spill.Load())
+	p.floor[resSpill].Store(p.spillAvailable())
 	return p, nil
 }
 
@@ -148,7 +155,7 @@ func (c Config) clone() Config {
 // slot; when one is short, those already taken are put back.
 func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
 	if r.isEmpty() {
-		return p.grant(r, SpillNotRequested), true
+		return p.grantEmpty(), true
 	}
 	perm, raced := p.tryFast(r)
 	if perm != nil {
@@ -162,9 +169,9 @@ func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
 	if p.queue.Len() == 0 {
 		// Holding mu with an empty queue, the gate is closed to nobody but
 		// lock-free acquirers, which compete through the same CAS loops.
-		if spill, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
+		if spill, n, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
 			p.mu.Unlock()
-			return p.grant(r, spill), true
+			return p.grant(r, spill, n), true
 		}
 	}
 	p.mu.Unlock()
@@ -194,7 +201,7 @@ func (p *Pool) Acquire(ctx context.Context, r Request) (*Permit, error) {
 		}
 	}
 	if r.isEmpty() {
-		return p.grant(r, SpillNotRequested), nil
+		return p.grantEmpty(), nil
 	}
 	if perm, _ := p.tryFast(r); perm != nil {
 		return perm, nil
@@ -222,10 +229,10 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 	// either is seen by this attempt or sees the gate and hands off to us.
 	p.gate.Add(gateEnter)
 	if p.queue.Len() == 0 {
-		if spill, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
+		if spill, n, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
 			p.gate.Add(gateLeave)
 			p.mu.Unlock()
-			return p.grant(r, spill), nil
+			return p.grant(r, spill, n), nil
 		}
 	}
 	w := &waiter{req: r, since: p.now(), ready: make(chan struct{})}
@@ -246,6 +253,7 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 			// caller, so give its resources straight back.
 			w.perm.released.Store(true)
 			p.put(w.perm.scan, w.perm.delta, w.perm.spill == SpillLimited)
+			p.unclaimed.Add(1)
 			p.dispatchLocked()
 		default:
 			isFront := p.queue.Front() == w.elem
@@ -267,6 +275,7 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 		case <-done:
 			// Granted, but ctx is done too: cancellation wins.
 			w.perm.Release()
+			p.unclaimed.Add(1)
 			p.cancelled.Add(1)
 			return nil, ctx.Err()
 		default:
@@ -286,40 +295,43 @@ func (p *Pool) tryFast(r Request) (perm *Permit, raced bool) {
 	if uint32(g) != 0 {
 		return nil, true
 	}
-	spill, ok := p.take(r, p.spillUnlimited.Load())
+	spill, n, ok := p.take(r, p.spillUnlimited.Load())
 	if !ok {
 		p.wakeIfQueued()
 		return nil, false
 	}
 	if p.gate.Load() != g {
 		p.put(r.ScanRingBytes, r.DeltaCacheBytes, spill == SpillLimited)
+		p.unclaimed.Add(1)
 		p.wakeIfQueued()
 		return nil, true
 	}
-	return p.grant(r, spill), false
+	return p.grant(r, spill, n), false
 }
 
-// take takes all of r from the counters or, if some resource is short,
-// nothing (putting back what it took). It does not wake waiters.
-func (p *Pool) take(r Request, spillUnlimited bool) (SpillGrant, bool) {
+// take takes all of r from the counters and claims a permit number, or, if
+// some resource is short, takes nothing (putting back what it took). It
+// does not wake waiters.
+func (p *Pool) take(r Request, spillUnlimited bool) (spill SpillGrant, n uint64, ok bool) {
 	if !takeFrom(&p.scan, r.ScanRingBytes) {
-		return 0, false
+		return 0, 0, false
 	}
 	if !takeFrom(&p.delta, r.DeltaCacheBytes) {
 		p.put(r.ScanRingBytes, 0, false)
-		return 0, false
+		return 0, 0, false
 	}
-	if !r.NeedsSpillSlot {
-		return SpillNotRequested, true
+	spill = SpillNotRequested
+	if r.NeedsSpillSlot {
+		spill = SpillLimited
+		if spillUnlimited {
+			spill = SpillUnlimited
+		}
 	}
-	if spillUnlimited {
-		return SpillUnlimited, true
-	}
-	if !takeFrom(&p.spill, 1) {
+	if n, ok = p.claim(spill == SpillLimited); !ok {
 		p.put(r.ScanRingBytes, r.DeltaCacheBytes, false)
-		return 0, false
+		return 0, 0, false
 	}
-	return SpillLimited, true
+	return spill, n, true
 }
 
 // takeFrom subtracts n from a unless that would leave it negative.
@@ -351,7 +363,7 @@ func (p *Pool) put(scan, delta uint64, spillSlot bool) {
 		p.delta.Add(int64(delta))
 	}
 	if spillSlot {
-		p.spill.Add(1)
+		p.claims.Add(1)
 	}
 }
 
@@ -366,68 +378,19 @@ func (p *Pool) wakeIfQueued() {
 	p.mu.Unlock()
 }
 
-// grant returns a new permit for r, counted in Stats.Granted.
-func (p *Pool) grant(r Request, spill SpillGrant) *Permit {
-	perm := p.newPermit()
-	perm.pool = p
-	perm.scan = r.ScanRingBytes
-	perm.delta = r.DeltaCacheBytes
-	perm.spill = spill
-	return perm
-}
-
-// permitBlockSize is the number of permits allocated at once.
-const permitBlockSize = 32
-
-// permitBlock is a batch of permits, allocated together so that the
-// lock-free path costs one atomic add rather than one heap allocation per
-// permit. Each slot is handed out once and never reused: a Release on a
-// stale permit finds its own released flag set and does nothing, and the GC
-// frees the block when none of its permits is reachable. The cost is
-// retention: a permit held for long keeps its whole block (about 1 KiB)
-// alive.
-type permitBlock struct {
-	claimed atomic.Uint32 // slots claimed; may overshoot permitBlockSize
-	base    uint64        // permits handed out by earlier blocks
-	permits [permitBlockSize]Permit
-}
-
-// newPermit returns a zero permit that no one else holds.
-func (p *Pool) newPermit() *Permit {
-	for {
-		b := p.block.Load()
-		if i := b.claimed.Add(1) - 1; i < permitBlockSize {
-			return &b.permits[i]
-		}
-		// b is used up: install a fresh block whose first slot is ours. If
-		// another goroutine installs one first, claim from that instead.
-		nb := &permitBlock{base: b.base + permitBlockSize}
-		nb.claimed.Store(1)
-		if p.block.CompareAndSwap(b, nb) {
-			return &nb.permits[0]
-		}
-	}
-}
-
-// issued returns the number of permits handed out by newPermit.
-func (p *Pool) issued() uint64 {
-	b := p.block.Load()
-	return b.base + uint64(min(b.claimed.Load(), permitBlockSize))
-}
-
 // dispatchLocked grants queued requests in FIFO order while the head fits.
 func (p *Pool) dispatchLocked() {
 	unlimited := p.cfg.SpillSlots == nil
 	for e := p.queue.Front(); e != nil; e = p.queue.Front() {
 		w := e.Value.(*waiter)
-		spill, ok := p.take(w.req, unlimited)
+		spill, n, ok := p.take(w.req, unlimited)
 		if !ok {
 			// The head waits; nobody overtakes it (see Pool, Fairness).
 			return
 		}
 		p.queue.Remove(e)
 		p.gate.Add(gateLeave)
-		w.perm = &Permit{pool: p, scan: w.req.ScanRingBytes, delta: w.req.DeltaCacheBytes, spill: spill}
+		w.perm = p.grant(w.req, spill, n)
 		w.waited = p.now().Sub(w.since)
 		close(w.ready)
 	}
@@ -476,7 +439,9 @@ func (p *Pool) Reconfigure(cfg Config) error {
 	p.floor[resDelta].Store(p.delta.Add(int64(cfg.DeltaCacheBytes) - int64(old.DeltaCacheBytes)))
 	// When unlimited, the counted total is 0, so slots still held from a
 	// limited configuration drive the counter negative and return it to 0.
-	p.floor[resSpill].Store(p.spill.Add(cfg.spillTotal() - old.spillTotal()))
+	// Adding a negative delta in two's complement cannot borrow from the
+	// claim count: the biased slot field stays positive (see claims.go).
+	p.floor[resSpill].Store(spillField(p.claims.Add(uint64(cfg.spillTotal() - old.spillTotal()))))
 	p.spillUnlimited.Store(cfg.SpillSlots == nil)
 	p.cfg = cfg
 	p.gate.Add(gateLeave)
@@ -537,7 +502,7 @@ func (p *Pool) SpillSlotsAvailable() (n int, limited bool) {
 	if p.spillUnlimited.Load() {
 		return 0, false
 	}
-	return int(available(&p.spill)), true
+	return int(max(0, p.spillAvailable())), true
 }
 
 // SpillSlotsTotal returns the number of spill slots and limited=true, or 0

@@ -70,6 +70,9 @@ func TestGlobalPoolPreventsOverCommit(t *testing.T) {
 	if _, ok := p.TryAcquire(Request{ScanRingBytes: 1}); ok {
 		t.Fatal("1 more scan byte granted on a full pool")
 	}
+	if _, ok := p.TryAcquire(Request{DeltaCacheBytes: math.MaxUint64}); ok {
+		t.Fatal("granted more delta-cache bytes than a budget can hold")
+	}
 	wantAvailable(t, p, 0, 0, 8)
 	for _, perm := range held {
 		perm.Release()
@@ -243,7 +246,8 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"default", DefaultConfig(), nil},
 		{"unlimited spill", Config{ScanRingBytes: 1, DeltaCacheBytes: 1}, nil},
-		{"largest budgets", Config{ScanRingBytes: MaxBudgetBytes, DeltaCacheBytes: MaxBudgetBytes, SpillSlots: LimitedSpill(math.MaxInt)}, nil},
+		{"largest budgets", Config{ScanRingBytes: MaxBudgetBytes, DeltaCacheBytes: MaxBudgetBytes, SpillSlots: LimitedSpill(MaxSpillSlots)}, nil},
+		{"too many spill slots", Config{ScanRingBytes: 1, DeltaCacheBytes: 1, SpillSlots: LimitedSpill(MaxSpillSlots + 1)}, []string{"16385 spill slots; use 1..16384"}},
 		{"zero scan ring", Config{DeltaCacheBytes: 1, SpillSlots: LimitedSpill(1)}, []string{"scan ring budget is 0"}},
 		{"zero delta cache", Config{ScanRingBytes: 1, SpillSlots: LimitedSpill(1)}, []string{"delta cache budget is 0"}},
 		{"zero spill slots", Config{ScanRingBytes: 1, DeltaCacheBytes: 1, SpillSlots: LimitedSpill(0)}, []string{"0 spill slots"}},

@@ -34,15 +34,14 @@ func (p *Pool) Stats() Stats {
 	s := Stats{
 		ScanRingInUse:   uint64(int64(p.cfg.ScanRingBytes) - p.scan.Load()),
 		DeltaCacheInUse: uint64(int64(p.cfg.DeltaCacheBytes) - p.delta.Load()),
-		SpillSlotsInUse: int(p.cfg.spillTotal() - p.spill.Load()),
+		SpillSlotsInUse: int(p.cfg.spillTotal() - p.spillAvailable()),
 		Queued:          p.queue.Len(),
 	}
 	p.mu.Unlock()
 	s.Waited = p.waited.Load()
-	// Granted without waiting come from permit blocks; granted after
-	// waiting are allocated one by one (a grant that races a cancellation
-	// is given back and must not count).
-	s.Granted = p.issued() + s.Waited
+	// Read unclaimed first: it never exceeds the claims made before it.
+	unclaimed := p.unclaimed.Load()
+	s.Granted = p.claimed() - unclaimed
 	s.Denied = p.denied.Load()
 	s.WaitTime = time.Duration(p.waitNanos.Load())
 	s.Cancelled = p.cancelled.Load()
