@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/spec"
+)
+
+const classHCL = `
+runner_class "medium" {
+  cpu            = 2
+  mem            = "4GiB"
+  instance_types = ["c6i.*"]
+}
+`
+
+func TestPickupOfferRelease(t *testing.T) {
+	td := startDaemon(t, classHCL)
+	ctx := ctxT(t)
+	threshold := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	inst := api.Instance{InstanceID: "i-1", UsageClass: "spot", InstanceType: "c6i.large", CPU: 2, Mem: 4096, ResourceClass: "medium", Threshold: threshold}
+	if _, err := td.c.Offer(ctx, "medium", inst); err != nil {
+		t.Fatal(err)
+	}
+	// A request the instance does not fit: exhausted (the misfit is
+	// re-queued, so the queue is not empty: local or global).
+	_, err := td.c.Pickup(ctx, "medium", api.PickupRequest{UsageClass: "on-demand"})
+	if ae := apiErr(t, err); ae.Status != 404 || ae.Code != api.CodeExhausted || (ae.Kind != api.ExhaustedGlobal && ae.Kind != api.ExhaustedLocal) {
+		t.Fatalf("pickup of a misfit = %+v, want 404 exhausted with a kind", err)
+	}
+	// The misfit is hidden for the class's re-queue delay (3 s); wait it out.
+	var got api.Instance
+	waitFor(t, "the re-queued instance", func() bool {
+		got, err = td.c.Pickup(ctx, "medium", api.PickupRequest{WorkerID: "job-7", UsageClass: "spot", InstanceTypes: []string{"c6i.*"}, MinCPU: 2})
+		return err == nil
+	})
+	if got.InstanceID != "i-1" || got.Owner != "job-7" || got.State != "claimed" {
+		t.Fatalf("picked up %+v", got)
+	}
+	_, err = td.c.Pickup(ctx, "medium", api.PickupRequest{})
+	if ae := apiErr(t, err); ae.Code != api.CodeExhausted || ae.Kind != api.ExhaustedGlobal {
+		t.Fatalf("pickup from an empty pool = %v, want exhausted global", err)
+	}
+	if _, err := td.c.ReleaseInstance(ctx, "i-1", api.ReleaseInstanceRequest{Owner: "someone-else"}); apiErr(t, err).Status != 409 {
+		t.Fatalf("release by a non-owner = %v, want 409", err)
+	}
+	back, err := td.c.ReleaseInstance(ctx, "i-1", api.ReleaseInstanceRequest{})
+	if err != nil || back.State != "idle" {
+		t.Fatalf("release = %+v, %v", back, err)
+	}
+	if _, err := td.c.ReleaseInstance(ctx, "i-1", api.ReleaseInstanceRequest{}); apiErr(t, err).Status != 409 {
+		t.Fatalf("release of an idle instance = %v, want 409", err)
+	}
+	if _, err := td.c.ReleaseInstance(ctx, "i-none", api.ReleaseInstanceRequest{}); apiErr(t, err).Status != 404 {
+		t.Fatalf("release of an unknown instance = %v, want 404", err)
+	}
+	// Offers that contradict the class are refused.
+	bad := inst
+	bad.InstanceID, bad.CPU = "i-2", 8
+	if _, err := td.c.Offer(ctx, "medium", bad); apiErr(t, err).Status != 400 {
+		t.Fatalf("offer with the wrong cpu = %v, want 400", err)
+	}
+	if status, _ := td.raw(t, "POST", "/v1/classes/medium/pickup", `{"instance_types":["["]}`); status != 400 {
+		t.Fatalf("pickup with a bad glob = %d, want 400", status)
+	}
+	st := td.d.Status()
+	if len(st.Components.Classes) != 1 || st.Components.Classes[0].Outcomes["claimed"] != 1 {
+		t.Fatalf("class status = %+v", st.Components.Classes)
+	}
+}
+
+// Serve mode follows the runtime document that rpd apply writes.
+func TestServeFollowsTheStateStore(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	apply := func(body string) {
+		t.Helper()
+		cfg, diags := spec.NewLoader().LoadSources(map[string][]byte{"rpd.hcl": []byte(rpdBlock(state)), "main.hcl": []byte(body)}, spec.Vars{})
+		if diags.HasErrors() {
+			t.Fatal(diags)
+		}
+		ctx := ctxT(t)
+		lb, err := local.Open(ctx, filepath.Join(state, "state.db"), local.Options{Stack: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lb.Close()
+		live := reconcile.Live{Queues: lb, State: lb, Lock: lb}
+		p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "test", Operation: "apply"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(`pool "db" { slots = 2 }`)
+	td := startDaemonIn(t, dir, state, func(o *Options) {
+		o.Mode = ModeServe
+		o.StatePoll = 20 * time.Millisecond
+	})
+	ctx := ctxT(t)
+	if ps, err := td.c.Pool(ctx, "db"); err != nil || ps.Total != 2 {
+		t.Fatalf("serve mode at start-up: pool db = %+v, %v", ps, err)
+	}
+	l, err := td.c.Acquire(ctx, "db", api.AcquireRequest{Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0 := td.d.Status().ConfigVersion
+	apply("pool \"db\" { slots = 5 }\nbudget \"b\" {}\n")
+	waitFor(t, "serve mode to follow the new document", func() bool { return td.d.Status().ConfigVersion > v0 })
+	ps, _ := td.c.Pool(ctx, "db")
+	if ps.Total != 5 || ps.Used != 2 {
+		t.Fatalf("pool after the followed apply = %+v, want 5 slots with the 2 held", ps)
+	}
+	if _, err := td.c.Budget(ctx, "b"); err != nil {
+		t.Fatalf("budget from the new document: %v", err)
+	}
+	if _, err := td.c.Heartbeat(ctx, l.LeaseID); err != nil {
+		t.Fatalf("the lease did not survive the followed apply: %v", err)
+	}
+	st := td.d.Status()
+	if st.Mode != ModeServe || st.StateVersion != 2 {
+		t.Fatalf("status = mode %q state version %d", st.Mode, st.StateVersion)
+	}
+}
+
+func TestServeWithoutADocument(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	td := startDaemonIn(t, dir, state, func(o *Options) { o.Mode = ModeServe })
+	ps, err := td.c.Pools(ctxT(t))
+	if err != nil || len(ps) != 1 || ps[0].Name != "default_pool" || ps[0].Total != 16 {
+		t.Fatalf("serve before any apply: pools = %+v, %v; want default_pool only", ps, err)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{{Mode: "other"}, {Mode: ModeWatch}} {
+		if _, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "daemon:") {
+			t.Errorf("New(%+v) = %v, want an error", o, err)
+		}
+	}
+}
