@@ -33,10 +33,6 @@ func (t ResourceType) rank() int {
 	return len(resourceTypes)
 }
 
-// Infrastructure reports whether resources of this type live in the
-// backend (queues, tables) rather than in the runtime document.
-func (t ResourceType) Infrastructure() bool { return t == TypeQueue || t == TypeTable }
-
 // Address names one resource: "queue.medium", "pool.default_pool".
 type Address struct {
 	Type ResourceType

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -536,7 +537,7 @@ func (a *applier) settleCreating(ctx context.Context, doc *RuntimeDoc, creating 
 // outcome turns the per-change results into Apply's error.
 func (a *applier) outcome(extra error) error {
 	var failed, skipped int
-	var first error
+	var first, firstSkip error
 	for _, r := range a.res.Results {
 		switch r.Status {
 		case Succeeded:
@@ -558,14 +559,19 @@ func (a *applier) outcome(extra error) error {
 			}
 		default:
 			skipped++
+			if firstSkip == nil && r.Err != nil {
+				firstSkip = fmt.Errorf("%s: %w", r.Address, r.Err)
+			}
 		}
 	}
 	var err error
-	if failed > 0 || skipped > 0 {
+	switch {
+	case failed > 0:
 		err = fmt.Errorf("%w: %d failed, %d skipped; first failure: %w; fix the cause and run apply again — it picks up where this one stopped", ErrApplyIncomplete, failed, skipped, first)
-		if first == nil {
-			err = fmt.Errorf("%w: %d skipped; run apply again to finish", ErrApplyIncomplete, skipped)
-		}
+	case skipped > 0 && firstSkip != nil:
+		err = fmt.Errorf("%w: %d skipped (%w); run apply again to finish", ErrApplyIncomplete, skipped, firstSkip)
+	case skipped > 0:
+		err = fmt.Errorf("%w: %d skipped; run apply again to finish", ErrApplyIncomplete, skipped)
 	}
 	if a.stopped() {
 		err = errors.Join(ErrInterrupted, err)
@@ -752,7 +758,7 @@ func (a *applier) checkFresh(ctx context.Context) (freshState, int64, error) {
 	}
 	var names []string
 	for k := range p.Fingerprints {
-		if n, ok := cutPrefix(k, "queue "); ok {
+		if n, ok := strings.CutPrefix(k, "queue "); ok {
 			names = append(names, n)
 		}
 	}
@@ -767,11 +773,4 @@ func (a *applier) checkFresh(ctx context.Context) (freshState, int64, error) {
 		}
 	}
 	return freshState{doc: doc, infos: infos}, version, nil
-}
-
-func cutPrefix(s, prefix string) (string, bool) {
-	if len(s) >= len(prefix) && s[:len(prefix)] == prefix {
-		return s[len(prefix):], true
-	}
-	return "", false
 }

@@ -81,11 +81,6 @@ func BackendConfigOf(b spec.Backend) BackendConfig {
 	return BackendConfig{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
 }
 
-// Spec converts back to a spec.Backend (without a source range).
-func (b BackendConfig) Spec() spec.Backend {
-	return spec.Backend{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
-}
-
 // ResourceChange is the planned change of one resource.
 //
 // Before is the live object (nil for Create); After is the desired one

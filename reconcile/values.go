@@ -3,7 +3,6 @@ package reconcile
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"slices"
 
 	"github.com/rpdhq/rpd/spec"
@@ -33,9 +32,6 @@ func ChangedAttributes(before, after Values) []string {
 	return out
 }
 
-// SortedKeys returns the attribute names in order.
-func (v Values) SortedKeys() []string { return slices.Sorted(maps.Keys(v)) }
-
 // valueEqual compares through JSON so that values read back from a saved
 // plan (json.Number, []any) compare equal to freshly built ones.
 func valueEqual(a, b any) bool {
@@ -53,20 +49,6 @@ func (q QueueEntry) values(stack string) Values {
 		"retention":          q.Retention.String(),
 		"delay":              q.Delay.String(),
 		"tags":               map[string]string{StackTag: stack},
-	}
-}
-
-func queueInfoValues(info QueueInfo) Values {
-	tags := maps.Clone(info.Attributes.Tags)
-	if tags == nil {
-		tags = map[string]string{}
-	}
-	return Values{
-		"name":               info.Name,
-		"visibility_timeout": Duration(info.Attributes.VisibilityTimeout).String(),
-		"retention":          Duration(info.Attributes.Retention).String(),
-		"delay":              Duration(info.Attributes.Delay).String(),
-		"tags":               tags,
 	}
 }
 
