@@ -102,3 +102,29 @@ func BenchmarkApply1kNewPools(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlan10kPools plans 10,000 pools (no queues), everything applied:
+// the engine's own cost, without per-queue backend calls.
+func BenchmarkPlan10kPools(b *testing.B) {
+	ctx := context.Background()
+	live := openBench(b, "bench")
+	cfg := &spec.Config{Stack: "bench"}
+	for i := range 10_000 {
+		cfg.Pools = append(cfg.Pools, spec.Pool{Name: fmt.Sprintf("pool-%05d", i), Slots: 1 + i%50})
+	}
+	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "bench@host"}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{})
+		if err != nil || p.HasChanges() {
+			b.Fatal("plan after apply has changes or failed", err)
+		}
+	}
+}

@@ -504,3 +504,40 @@ func loadE2E(t *testing.T, w *workdir) *spec.Config {
 	}
 	return cfg
 }
+
+// TestE2EInterruptWhileWaitingForLock: Ctrl-C while apply waits for the
+// lock ends it at once, having changed nothing.
+func TestE2EInterruptWhileWaitingForLock(t *testing.T) {
+	be := localE2E()
+	w, stack := setup(t, be)
+	admin := be.open(t, w, stack)
+	ctx := context.Background()
+	held, err := admin.Lock(ctx, reconcile.LockInfo{Who: "frank@busy", Operation: "apply"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, _, stderr := w.cmd(cctx, "apply", "-auto-approve", "-no-color", "-lock-timeout", "50s")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	start := time.Now()
+	if err := c.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Wait()
+	if err == nil || time.Since(start) > 10*time.Second {
+		t.Fatalf("apply after Ctrl-C: %v after %s\n%s", err, time.Since(start), stderr)
+	}
+	if !strings.Contains(stderr.String(), "acquire the state lock") {
+		t.Fatalf("stderr: %s", stderr)
+	}
+	if _, err := admin.DescribeQueue(ctx, stack+"-rp-medium"); err == nil {
+		t.Fatal("an interrupted apply created a queue")
+	}
+	if err := admin.Unlock(ctx, held.ID); err != nil {
+		t.Fatalf("the holder's lock was disturbed: %v", err)
+	}
+}
