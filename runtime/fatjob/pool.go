@@ -35,11 +35,13 @@ var ErrExceedsCapacity = errors.New("fatjob: request exceeds the pool's total ca
 //
 // # How it is built
 //
-// The three budgets are atomic counters of what is available. When no
-// request is queued and no Reconfigure is running, TryAcquire, Acquire and
-// Release touch only these counters (three compare-and-swap loops in the
-// fixed order scan ring → delta cache → spill slot, with rollback) plus one
-// read of a gate word, and never take the mutex. Queued requests, Reconfigure
+// The three budgets are atomic counters of what is available (the spill
+// slots share a word with the permit count, see claims.go). When no request
+// is queued and no Reconfigure is running, TryAcquire, Acquire and Release
+// touch only these counters (three compare-and-swap loops in the fixed order
+// scan ring → delta cache → spill slot, with rollback, and three adds to
+// release) plus the permit's release flag and two reads of a gate word, and
+// never take the mutex. Queued requests, Reconfigure
 // and the hand-off to waiters run under the mutex. The gate's low 32 bits
 // count queued requests plus a running Reconfigure, and its high 32 bits are
 // a version bumped with every change: a lock-free acquisition that sees the
@@ -370,9 +372,12 @@ func (p *Pool) put(scan, delta uint64, spillSlot bool) {
 // wakeIfQueued hands released resources to queued requests. Call it after
 // put; the gate read must follow the counter updates (see Pool).
 func (p *Pool) wakeIfQueued() {
-	if uint32(p.gate.Load()) == 0 {
-		return
+	if uint32(p.gate.Load()) != 0 {
+		p.wake()
 	}
+}
+
+func (p *Pool) wake() {
 	p.mu.Lock()
 	p.dispatchLocked()
 	p.mu.Unlock()
