@@ -488,7 +488,8 @@ func (p *Plan) planQueues(cur *RuntimeDoc, r *refreshed) {
 			// never recorded, so no drift to report.
 			recInfo = r.byName[n]
 			rec, hasRec = liveQueueEntry(recInfo), true
-		} else if hasRec && (!rec.Retired || recInfo == nil) {
+		} else if hasRec && !rec.Retired {
+			// A retired queue is one rpd itself is deleting: no drift.
 			p.driftQueue(addr, rec, recInfo)
 		}
 		if recInfo != nil {

@@ -669,3 +669,48 @@ func TestCorruptStateIsAnError(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestInterruptedDeleteResumes: a class's removal interrupted after the
+// document retired its queue (delete failed) or after the delete (the last
+// document write failed) is finished by the next apply, without reporting
+// rpd's own deletion as drift.
+func TestInterruptedDeleteResumes(t *testing.T) {
+	for _, failing := range []string{"DeleteQueue ci-rp-small", "WriteState#2"} {
+		t.Run(failing, func(t *testing.T) {
+			f := newFakeBackend()
+			cfg := testConfig("ci")
+			mustApply(t, cfg, f)
+			cfg.RunnerClasses = cfg.RunnerClasses[:1]
+			writes := 0
+			f.fail = func(call string) error {
+				if call == "WriteState" {
+					writes++
+					call = fmt.Sprintf("WriteState#%d", writes)
+				}
+				if call == failing {
+					return errors.New("injected")
+				}
+				return nil
+			}
+			p := mustPlan(t, cfg, f.live(), PlanOptions{})
+			if _, err := Apply(context.Background(), p, f.live(), ApplyOptions{}); err == nil && failing != "WriteState#2" {
+				t.Fatal("apply with a failing call succeeded")
+			}
+			f.fail = nil
+			if !f.state().Queues["small"].Retired {
+				t.Fatalf("queue not recorded as retired: %+v", f.state().Queues)
+			}
+			p = mustPlan(t, cfg, f.live(), PlanOptions{})
+			if len(p.Drift) > 0 {
+				t.Fatalf("rpd's own deletion reported as drift: %v", p.Drift)
+			}
+			mustApplyPlan(t, p, f)
+			if _, ok := f.state().Queues["small"]; ok || slices.Contains(f.queueNames(), "ci-rp-small") {
+				t.Fatalf("not finished: %+v %q", f.state().Queues, f.queueNames())
+			}
+			if p := mustPlan(t, cfg, f.live(), PlanOptions{}); p.HasChanges() || len(p.Forget) > 0 {
+				t.Fatalf("not converged: %q %v", changed(p), p.Forget)
+			}
+		})
+	}
+}
