@@ -14,7 +14,11 @@ package fatjob
 // from -MaxSpillSlots (all held after a shrink to zero counted slots) to
 // MaxSpillSlots, so adding or subtracting a count up to MaxSpillSlots never
 // carries into or borrows from the count. The count wraps after 2^48
-// grants; claimWraps keeps the high part for Stats.
+// grants; claimWraps keeps the high part for Stats (which may read 2^48 low
+// for the instant between a wrapping claim and its claimWraps update). A
+// permit number is unique within 2^48 grants, so the only way two callers
+// could share a block slot is for one to stall between its claim and its
+// grant while 2^48 others are granted.
 
 const (
 	claimShift = 16
