@@ -75,6 +75,8 @@ type Daemon struct {
 	comp    *components
 	permits *permitTable
 	metrics *metrics
+	// leaseStore is the pools' Store: the backend's, with deletes deferred.
+	leaseStore *asyncDeleteStore
 	// apply pushes a validated configuration to the backend (reconcile's
 	// plan and apply) before the components are reconfigured; nil in serve
 	// mode, where rpd apply does it.
@@ -145,9 +147,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
 	}
-	pm, err := pools.NewManager(pools.Options{Store: d.backend.poolStore, Logger: d.log.With("component", "pools")})
+	d.leaseStore = newAsyncDeleteStore(d.backend.poolStore, d.log)
+	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
 	if err != nil {
-		d.backend.close()
+		d.close()
 		return nil, err
 	}
 	d.comp = newComponents(d.log, pm, d.backend)
@@ -279,6 +282,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) close() {
 	if d.comp != nil {
 		d.comp.close()
+	}
+	if d.leaseStore != nil {
+		d.leaseStore.close()
 	}
 	if d.backend != nil {
 		if err := d.backend.close(); err != nil {

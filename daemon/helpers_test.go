@@ -35,7 +35,7 @@ func rpdBlock(state string) string {
 // startDaemon runs a watch-mode daemon on a directory holding rpd.hcl (the
 // rpd block) and main.hcl (body). The watcher only polls once an hour, so
 // tests reload explicitly; pass mods to change that.
-func startDaemon(t *testing.T, body string, mods ...func(*Options)) *testDaemon {
+func startDaemon(t testing.TB, body string, mods ...func(*Options)) *testDaemon {
 	t.Helper()
 	dir, state := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
@@ -43,7 +43,7 @@ func startDaemon(t *testing.T, body string, mods ...func(*Options)) *testDaemon 
 	return startDaemonIn(t, dir, state, mods...)
 }
 
-func startDaemonIn(t *testing.T, dir, state string, mods ...func(*Options)) *testDaemon {
+func startDaemonIn(t testing.TB, dir, state string, mods ...func(*Options)) *testDaemon {
 	t.Helper()
 	opts := Options{
 		Mode:   ModeWatch,
@@ -91,7 +91,7 @@ func startDaemonIn(t *testing.T, dir, state string, mods ...func(*Options)) *tes
 	return &testDaemon{d: d, c: c, dir: dir, state: state, addr: d.Addr(), stop: stop}
 }
 
-func writeFile(t *testing.T, path, content string) {
+func writeFile(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
