@@ -169,8 +169,8 @@ func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
 	}
 	p.mu.Lock()
 	if p.queue.Len() == 0 {
-		// Holding mu with an empty queue, the gate is closed to nobody but
-		// lock-free acquirers, which compete through the same CAS loops.
+		// With mu held and the queue empty, only lock-free acquirers
+		// compete with us, through the same CAS loops.
 		if spill, n, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
 			p.mu.Unlock()
 			return p.grant(r, spill, n), true
