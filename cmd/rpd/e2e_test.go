@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -540,4 +542,62 @@ func TestE2EInterruptWhileWaitingForLock(t *testing.T) {
 	if err := admin.Unlock(ctx, held.ID); err != nil {
 		t.Fatalf("the holder's lock was disturbed: %v", err)
 	}
+}
+
+// TestE2ESecondApplyFailsOnTheFirstsLock: while one apply runs, another
+// without -lock-timeout fails at once, naming the first as the holder.
+func TestE2ESecondApplyFailsOnTheFirstsLock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, be e2eBackend) {
+		stack := uniqueStack()
+		w := newWorkdir(t, be.env...)
+		n := 2500
+		if be.name == "aws" {
+			n = 300
+		}
+		var body strings.Builder
+		for i := range n {
+			fmt.Fprintf(&body, "runner_class \"c%04d\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n", i)
+		}
+		w.write("main.hcl", be.header(stack)+body.String())
+		if be.name == "aws" {
+			// Create the tables first, so the first apply locks before it
+			// starts creating queues.
+			w.write("main.hcl", be.header(stack))
+			w.must(0, "apply", "-auto-approve")
+			w.write("main.hcl", be.header(stack)+body.String())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		first, _, firstErr := w.cmd(ctx, "apply", "-auto-approve", "-no-color")
+		pr, pw := io.Pipe()
+		first.Stdout = pw
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(pr)
+			once := sync.Once{}
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), ": Creating...") {
+					once.Do(func() { close(started) })
+				}
+			}
+		}()
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			t.Fatal("the first apply never started creating")
+		}
+		second := w.rpd("apply", "-auto-approve", "-no-color")
+		err := first.Wait()
+		pw.Close()
+		if err != nil {
+			t.Fatalf("first apply: %v\n%s", err, firstErr)
+		}
+		if second.code != 1 || !strings.Contains(second.stderr, "state is locked by ") || !strings.Contains(second.stderr, `(operation "apply", lock ID `) {
+			t.Fatalf("second apply while the first ran: %s", second)
+		}
+		w.must(0, "plan", "-detailed-exitcode")
+	})
 }
