@@ -94,7 +94,6 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	wdb.SetMaxOpenConns(1)
-	wdb.SetConnMaxIdleTime(0)
 	rdb, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		wdb.Close()

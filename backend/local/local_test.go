@@ -64,7 +64,7 @@ func TestOpenRejectsForeignAndNewerFiles(t *testing.T) {
 	newer := filepath.Join(dir, "newer.db")
 	for path, stmt := range map[string]string{
 		foreign: `CREATE TABLE customers (id INTEGER)`,
-		newer:   fmt.Sprintf(`PRAGMA user_version = %d`, local.SchemaVersion+1),
+		newer:   fmt.Sprintf(`PRAGMA user_version = %d`, local.SchemaVersion()+1),
 	} {
 		db, err := sql.Open("sqlite", path)
 		if err != nil {

@@ -70,7 +70,7 @@ var migrations = []string{
 }
 
 // SchemaVersion is the schema version this binary writes.
-var SchemaVersion = len(migrations)
+func SchemaVersion() int { return len(migrations) }
 
 // migrate applies the missing migrations in one transaction, so a second
 // process opening the file at the same time either sees the old schema and
