@@ -1,0 +1,90 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestHeldLockRenewsAndReleasesOnce(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeBackend()
+	clock := newFakeClock()
+	f.now = clock.Now
+	h, err := LockState(ctx, f.live(), LockOptions{Who: "a@b", Operation: "apply", TTL: 30 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Info().Who != "a@b" || h.Info().ID == "" {
+		t.Fatalf("info = %+v", h.Info())
+	}
+	// Three renewals keep the lease ahead of the clock.
+	for range 3 {
+		clock.step(t, 10*time.Second)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		f.mu.Lock()
+		exp := f.lock.Expires
+		f.mu.Unlock()
+		if exp.After(clock.Now().Add(15 * time.Second)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease not renewed: expires %v, now %v", exp, clock.Now())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A second taker fails with the holder's info.
+	_, err = LockState(ctx, f.live(), LockOptions{Who: "x@y", Clock: clock})
+	var le *LockedError
+	if !errors.As(err, &le) || le.Holder.Who != "a@b" {
+		t.Fatalf("second LockState: %v", err)
+	}
+	// Concurrent releases unlock exactly once.
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = h.Release(ctx) }()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	}
+	unlocks := 0
+	for _, c := range callsOf(f) {
+		if c == "Unlock" {
+			unlocks++
+		}
+	}
+	if unlocks != 1 || f.lock != nil {
+		t.Fatalf("%d unlocks, lock %+v", unlocks, f.lock)
+	}
+}
+
+func TestHeldLockReleaseReportsFailure(t *testing.T) {
+	f := newFakeBackend()
+	h, err := LockState(context.Background(), f.live(), LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.fail = func(call string) error {
+		if call == "Unlock" {
+			return errors.New("network down")
+		}
+		return nil
+	}
+	err = h.Release(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "rpd force-unlock "+h.Info().ID) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := LockState(context.Background(), Live{}, LockOptions{}); err == nil {
+		t.Fatal("LockState without a Locker succeeded")
+	}
+}
