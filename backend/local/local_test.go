@@ -374,3 +374,47 @@ func TestConcurrentGoroutinesStress(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestBusyFileIsTransient holds the file's write lock from another
+// connection (as another process would) past the backend's busy timeout:
+// a transition then fails with a transient error, never ErrConditionFailed,
+// and succeeds once the lock is released.
+func TestBusyFileIsTransient(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	b, err := local.Open(context.Background(), path, local.Options{Stack: "s", BusyTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.Instances().Put(ctx, pickup.Instance{ID: "i", Class: "c", State: pickup.StateIdle}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	claim := pickup.Transition{ID: "i", From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w"}
+	_, err = b.Instances().Transition(ctx, claim)
+	if err == nil || errors.Is(err, pickup.ErrConditionFailed) || !strings.Contains(err.Error(), "transient") {
+		t.Errorf("Transition on a busy file: %v; want a transient error", err)
+	}
+	if err := b.Queue("q").Send(ctx, "x", 0); err == nil {
+		t.Errorf("Send on a busy file succeeded")
+	}
+	if _, err := conn.ExecContext(ctx, `ROLLBACK`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Instances().Transition(ctx, claim); err != nil {
+		t.Errorf("Transition after the lock was released: %v", err)
+	}
+}
