@@ -31,15 +31,20 @@ type modelMessage struct {
 // receive counts increase by one, and a handle works only for the latest
 // delivery of an undeleted message.
 func TestQueueMatchesModel(t *testing.T) {
+	// One file for all runs (opening one per run dominates the cost); each
+	// run has its own queue, and the shared clock only moves forward.
+	clock := backendtest.NewFakeClock(time.Unix(1_700_000_000, 0))
+	b := openAt(t, filepath.Join(t.TempDir(), "model.db"), "s", clock.Now)
+	run := 0
 	rapid.Check(t, func(rt *rapid.T) {
-		clock := backendtest.NewFakeClock(time.Unix(1_700_000_000, 0))
-		b := openAt(t, filepath.Join(t.TempDir(), fmt.Sprintf("p%d.db", rapid.Int().Draw(rt, "file"))), "s", clock.Now)
 		ctx := context.Background()
 		const vis = 30 * time.Second
-		if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{VisibilityTimeout: vis}); err != nil {
+		run++
+		name := fmt.Sprintf("q%d", run)
+		if err := b.CreateQueue(ctx, name, reconcile.QueueAttributes{VisibilityTimeout: vis}); err != nil {
 			rt.Fatal(err)
 		}
-		q := b.Queue("q")
+		q := b.Queue(name)
 		model := map[string]*modelMessage{} // by body
 		var handles []string                // every handle ever issued
 		byHandle := map[string]*modelMessage{}
@@ -131,13 +136,16 @@ func TestQueueMatchesModel(t *testing.T) {
 func TestTransitionMatchesModel(t *testing.T) {
 	states := []pickup.State{pickup.StateIdle, pickup.StateClaimed, pickup.StateRetired}
 	owners := []string{"", "a", "b"}
+	b := openAt(t, filepath.Join(t.TempDir(), "model.db"), "s", nil)
+	run := 0
 	rapid.Check(t, func(rt *rapid.T) {
-		b := openAt(t, filepath.Join(t.TempDir(), fmt.Sprintf("t%d.db", rapid.Int().Draw(rt, "file"))), "s", nil)
 		ctx := context.Background()
 		base := time.Unix(1_700_000_000, 0).UTC()
 		model := map[string]pickup.Instance{}
+		run++
+		p := fmt.Sprintf("r%d-", run)
 		for i := 0; i < 3; i++ {
-			in := pickup.Instance{ID: fmt.Sprint("i", i), Class: "c", State: pickup.StateIdle, Threshold: base.Add(time.Duration(i) * time.Minute), UpdatedAt: base}
+			in := pickup.Instance{ID: fmt.Sprint(p, "i", i), Class: "c", State: pickup.StateIdle, Threshold: base.Add(time.Duration(i) * time.Minute), UpdatedAt: base}
 			if err := b.Instances().Put(ctx, in); err != nil {
 				rt.Fatal(err)
 			}
@@ -145,7 +153,7 @@ func TestTransitionMatchesModel(t *testing.T) {
 		}
 		for step := 0; step < 30; step++ {
 			tr := pickup.Transition{
-				ID:          rapid.SampledFrom([]string{"i0", "i1", "i2", "missing"}).Draw(rt, "id"),
+				ID:          p + rapid.SampledFrom([]string{"i0", "i1", "i2", "missing"}).Draw(rt, "id"),
 				From:        rapid.SampledFrom(states).Draw(rt, "from"),
 				To:          rapid.SampledFrom(states).Draw(rt, "to"),
 				ExpectOwner: rapid.SampledFrom(owners).Draw(rt, "expect"),
