@@ -1,0 +1,99 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/client"
+)
+
+// fake answers every route with a canned response and records what it got.
+func fake(t *testing.T, status int, body string) (*client.Client, *http.Request) {
+	t.Helper()
+	var got http.Request
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = *r.Clone(context.Background())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(srv.URL, client.WithToken("tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, &got
+}
+
+func TestErrorsCarryStatusCodeAndKind(t *testing.T) {
+	c, req := fake(t, 404, `{"error":{"code":"exhausted","kind":"global","message":"queue empty"}}`)
+	_, err := c.Pickup(context.Background(), "medium/x", api.PickupRequest{MinCPU: 2})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != 404 || ae.Code != api.CodeExhausted || ae.Kind != api.ExhaustedGlobal {
+		t.Fatalf("err = %#v", err)
+	}
+	if !client.IsCode(err, api.CodeExhausted) || client.IsCode(err, api.CodeNotFound) {
+		t.Fatal("IsCode disagrees with the error's code")
+	}
+	if req.Method != "POST" || req.URL.EscapedPath() != "/v1/classes/medium%2Fx/pickup" || req.Header.Get("Authorization") != "Bearer tok" {
+		t.Fatalf("request = %s %s auth %q", req.Method, req.URL.EscapedPath(), req.Header.Get("Authorization"))
+	}
+}
+
+func TestNonJSONErrorBody(t *testing.T) {
+	c, _ := fake(t, 502, "bad gateway from a proxy")
+	_, err := c.Status(context.Background())
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(ae.Message, "proxy") {
+		t.Fatalf("err = %#v", err)
+	}
+}
+
+func TestReloadRejected(t *testing.T) {
+	b, _ := json.Marshal(api.ReloadResult{OK: false, Error: "main.hcl:2,3: bad", ConfigVersion: 4})
+	c, _ := fake(t, 422, string(b))
+	res, err := c.Reload(context.Background())
+	if err == nil || res.OK || res.ConfigVersion != 4 || res.Error != "main.hcl:2,3: bad" {
+		t.Fatalf("Reload = %+v, %v", res, err)
+	}
+}
+
+func TestUndecodableSuccess(t *testing.T) {
+	c, _ := fake(t, 200, "not json")
+	if _, err := c.Pools(context.Background()); err == nil || !strings.Contains(err.Error(), "decode") {
+		t.Fatalf("Pools with a non-JSON answer = %v", err)
+	}
+}
+
+func TestNew(t *testing.T) {
+	for _, bad := range []string{"", "ftp://h:1", "http://"} {
+		if _, err := client.New(bad); err == nil {
+			t.Errorf("New(%q) succeeded", bad)
+		}
+	}
+	for _, good := range []string{"127.0.0.1:7070", "http://localhost:7070/", "https://rpd.example:443"} {
+		if _, err := client.New(good); err != nil {
+			t.Errorf("New(%q): %v", good, err)
+		}
+	}
+}
+
+// The client imports nothing of rpd but package api (DESIGN.md §1).
+func TestImportsOnlyAPI(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/rpdhq/rpd/") && p != "github.com/rpdhq/rpd/api" && p != "github.com/rpdhq/rpd/client" {
+			t.Errorf("client depends on %s", p)
+		}
+	}
+}
