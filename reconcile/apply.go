@@ -95,6 +95,10 @@ type ApplyResult struct {
 	StateVersion int64
 	// Lock is the lock Apply held.
 	Lock LockInfo
+	// Started is false when Apply ended before changing anything (the lock
+	// was held, the plan was stale…): every result is then Skipped, and no
+	// event was reported for them.
+	Started bool
 }
 
 // Errors of Apply.
@@ -283,8 +287,11 @@ func (a *applier) skip(addr Address, why error) {
 	}
 	a.mu.Lock()
 	r.Status, r.Err = Skipped, why
+	started := a.res.Started
 	a.mu.Unlock()
-	a.emit(Event{Address: addr, Action: r.Action, Kind: EventSkipped, Err: why})
+	if started {
+		a.emit(Event{Address: addr, Action: r.Action, Kind: EventSkipped, Err: why})
+	}
 }
 
 func (a *applier) skipRest(why error) {
@@ -307,6 +314,7 @@ func (a *applier) bootstrapTables(ctx context.Context) error {
 		return fmt.Errorf("the plan creates tables but the backend has none to create; was the plan made for another backend? (%s)", a.plan.Backend.Type)
 	}
 	// One idempotent call creates every missing table; report it per table.
+	a.res.Started = true
 	start := a.opts.Clock.Now()
 	for _, c := range creates {
 		a.emit(Event{Address: c.Address, Action: Create, Kind: EventStart})
@@ -332,6 +340,9 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	infos := cur.infos
 	base := cur.doc
+	a.mu.Lock()
+	a.res.Started = true
+	a.mu.Unlock()
 
 	// Phase 0: record the queues about to be created, so that an apply
 	// interrupted after creating one still finds it.

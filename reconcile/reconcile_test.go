@@ -714,3 +714,21 @@ func TestInterruptedDeleteResumes(t *testing.T) {
 		})
 	}
 }
+
+func TestRefusedApplyReportsNoEvents(t *testing.T) {
+	f := newFakeBackend()
+	if _, err := f.Lock(context.Background(), LockInfo{ID: "x", Who: "other@host"}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+	var events int
+	res, err := Apply(context.Background(), p, f.live(), ApplyOptions{Progress: func(Event) { events++ }})
+	if err == nil || res.Started || events != 0 {
+		t.Fatalf("err %v, started %v, %d events", err, res.Started, events)
+	}
+	for _, r := range res.Results {
+		if r.Status != Skipped {
+			t.Fatalf("%s: %s", r.Address, r.Status)
+		}
+	}
+}

@@ -130,8 +130,8 @@ func (v *applyView) Result(r *reconcile.ApplyResult, err error) {
 		fmt.Fprintf(v.out, "\n%s %s\n", v.c.bold(v.c.green("Apply complete!")), resources)
 		return
 	}
-	if len(r.Results) == 0 {
-		return
+	if len(r.Results) == 0 || !r.Started {
+		return // nothing was attempted: the error says why
 	}
 	fmt.Fprintf(v.out, "\n%s %s %d failed, %d skipped.\n\n", v.c.bold(v.c.red("Apply incomplete!")), resources, failed, skipped)
 	width := 0
