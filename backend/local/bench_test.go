@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -84,4 +85,34 @@ func BenchmarkLocalTransition(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+}
+
+// BenchmarkBaselineSQLite is the same-run baseline for the two benchmarks
+// above: the cheapest SQLite writes with the backend's settings (WAL,
+// synchronous=NORMAL), one autocommit INSERT and one DELETE by key per
+// iteration, with no queue semantics. Compare ns/op: the queue's cost per
+// message (send + receive + delete, batched by ten) and a transition's cost
+// against this pair of bare writes.
+func BenchmarkBaselineSQLite(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "baseline.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := db.Exec(`INSERT INTO t (id, body) VALUES (?, ?)`, i, `{"task":"t"}`); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := db.Exec(`DELETE FROM t WHERE id = ?`, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -33,19 +34,17 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	if err := backend.ValidateSend(body, delay); err != nil {
 		return fmt.Errorf("queue %s: %w", q.name, err)
 	}
-	err := q.b.write(ctx, func(tx *sql.Tx) error {
-		r, err := loadQueue(ctx, tx, q.b.path, q.name)
-		if err != nil {
-			return err
+	// One statement: the queue's default delay is read where the message
+	// is inserted, and no row inserted means no such queue.
+	now := q.b.now()
+	res, err := q.b.wdb.ExecContext(ctx, `INSERT INTO messages (queue, body, sent_ms, visible_ms)
+		SELECT name, ?, ?, ? + CASE WHEN ? = 0 THEN delay_ms ELSE ? END FROM queues WHERE name = ?`,
+		body, ms(now), ms(now), delay.Milliseconds(), delay.Milliseconds(), q.name)
+	if err == nil {
+		if n, _ := res.RowsAffected(); n == 0 {
+			err = fmt.Errorf("queue %s: %w", q.name, reconcile.ErrQueueNotFound)
 		}
-		if delay == 0 {
-			delay = r.delay
-		}
-		now := q.b.now()
-		_, err = tx.ExecContext(ctx, `INSERT INTO messages (queue, body, sent_ms, visible_ms) VALUES (?, ?, ?, ?)`,
-			q.name, body, ms(now), ms(now.Add(delay)))
-		return err
-	})
+	}
 	if err != nil {
 		return fmt.Errorf("send to queue %s in %s: %w", q.name, q.b.path, err)
 	}
@@ -103,17 +102,21 @@ func (q *Queue) anyVisible(ctx context.Context) bool {
 func (q *Queue) receiveOnce(ctx context.Context, max int, visibility time.Duration) ([]pickup.Message, error) {
 	var msgs []pickup.Message
 	err := q.b.write(ctx, func(tx *sql.Tx) error {
-		r, err := loadQueue(ctx, tx, q.b.path, q.name)
+		var visMs, retMs int64
+		err := tx.QueryRowContext(ctx, `SELECT visibility_ms, retention_ms FROM queues WHERE name = ?`, q.name).Scan(&visMs, &retMs)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("queue %s: %w", q.name, reconcile.ErrQueueNotFound)
+		}
 		if err != nil {
 			return err
 		}
 		if visibility == 0 {
-			visibility = r.visibility
+			visibility = time.Duration(visMs) * time.Millisecond
 		}
 		now := q.b.now()
 		// Retention: a message older than the queue's retention is gone,
 		// whether or not it was ever received.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE queue = ? AND sent_ms <= ?`, q.name, ms(now)-r.retention.Milliseconds()); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE queue = ? AND sent_ms <= ?`, q.name, ms(now)-retMs); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `UPDATE messages
