@@ -35,7 +35,7 @@ func openAt(t testing.TB, path, stack string, clock func() time.Time) *local.Bac
 }
 
 func TestOpenCreatesParentDirAndDefaults(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "a", "b", "state.db")
+	path := filepath.Join(t.TempDir(), "a dir", "b#?%", "state.db")
 	openAt(t, path, "s", nil)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database file not created: %v", err)
