@@ -42,6 +42,7 @@ const (
 	MaxTablePrefixLen    = 200
 	Unlimited            = "unlimited"
 	maxSlots             = 1 << 30
+	maxSpillSlots        = 16384 // runtime/fatjob's limit
 	maxCPU               = 1 << 16
 	maxLong              = 100 * 365 * 24 * time.Hour
 	sqsWhy               = " (the SQS limit)"
@@ -344,7 +345,7 @@ func (d *decoder) budget(b *hcl.Block) Budget {
 		if v, ok := d.value(a); ok {
 			if v.Type() == cty.String && v.AsString() == Unlimited {
 				bu.SpillSlots = nil
-			} else if n, ok := d.intOf(a, v, 1, maxSlots, "", "a number of slots or \"unlimited\""); ok {
+			} else if n, ok := d.intOf(a, v, 1, maxSpillSlots, "", "a number of slots or \"unlimited\""); ok {
 				spill = n
 			}
 		}
@@ -389,6 +390,15 @@ func (d *decoder) ceiling(b *hcl.Block) VMCeiling {
 			r = a.Expr.Range()
 		}
 		d.errorf(r, "stale_after shorter than poll_interval", "stale_after (%s) is shorter than poll_interval (%s): every usage figure would be stale before the next arrives and nothing would ever be granted. Make stale_after at least poll_interval (usually several times it).", FormatDuration(c.StaleAfter), FormatDuration(c.PollInterval))
+	}
+	if pollOK && c.StaleAfter >= c.PollInterval && c.ClaimTTL <= c.StaleAfter {
+		r := b.DefRange
+		if a := attrs["claim_ttl"]; a != nil {
+			r = a.Expr.Range()
+		} else if a := attrs["stale_after"]; a != nil {
+			r = a.Expr.Range()
+		}
+		d.errorf(r, "claim_ttl not longer than stale_after", "claim_ttl (%s) must be longer than stale_after (%s): a local claim may only lapse once a fresh usage figure could show its VM, or the ceiling can be over-booked. Raise claim_ttl or lower stale_after.", FormatDuration(c.ClaimTTL), FormatDuration(c.StaleAfter))
 	}
 	if a := attrs["grant"]; a != nil {
 		if s, ok := d.str(a); ok {

@@ -8,3 +8,7 @@ budget "c" {
   scan_ring   = -5 # ERROR: Invalid size
   spill_slots = "many" # ERROR: Incorrect attribute value type
 }
+
+budget "huge_spill" {
+  spill_slots = 20000 # ERROR: Invalid value for "spill_slots"
+}
