@@ -40,7 +40,10 @@ type env struct {
 	// delay is the smallest requeue delay worth using on this backend
 	// (whole seconds on SQS).
 	delay time.Duration
-	depth func(ctx context.Context) (int, error)
+	// visibility is the Visibility of the env's managers; drain waits it
+	// out on real-time backends.
+	visibility time.Duration
+	depth      func(ctx context.Context) (int, error)
 }
 
 // backendKind opens a backend once per test and hands out fresh envs.
@@ -57,7 +60,7 @@ func nextClass() string { return fmt.Sprintf("k%d", classSeq.Add(1)) }
 var memKind = backendKind{name: "mem", open: func(*testing.T) func(*testing.T) *env {
 	return func(t *testing.T) *env {
 		c := newTestClock()
-		return &env{backend: "mem", class: nextClass(), q: newMemQueue(c.Now), t: newMemTable(c.Now), clock: c, delay: 3 * time.Second}
+		return &env{backend: "mem", class: nextClass(), q: newMemQueue(c.Now), t: newMemTable(c.Now), clock: c, delay: 3 * time.Second, visibility: 30 * time.Second}
 	}
 }}
 
@@ -86,7 +89,7 @@ func openLocal(t testing.TB, path string, now func() time.Time) (*env, *local.Ba
 		info, err := b.DescribeQueue(ctx, "rp-"+class)
 		return info.Visible, err
 	}
-	return &env{backend: "local", class: class, q: b.Queue("rp-" + class), t: b.Instances(), delay: 3 * time.Second, depth: depth}, b
+	return &env{backend: "local", class: class, q: b.Queue("rp-" + class), t: b.Instances(), delay: 3 * time.Second, visibility: 30 * time.Second, depth: depth}, b
 }
 
 var awsKind = backendKind{name: "aws", open: func(t *testing.T) func(*testing.T) *env {
@@ -109,7 +112,7 @@ var awsKind = backendKind{name: "aws", open: func(t *testing.T) func(*testing.T)
 			info, err := b.DescribeQueue(ctx, name)
 			return info.Visible, err
 		}
-		return &env{backend: "aws", class: class, q: b.Queue(name), t: b.Instances(), clock: wall{}, realTime: true, delay: time.Second, depth: depth}
+		return &env{backend: "aws", class: class, q: b.Queue(name), t: b.Instances(), clock: wall{}, realTime: true, delay: time.Second, visibility: 30 * time.Second, depth: depth}
 	}
 }}
 
@@ -144,7 +147,7 @@ func (e *env) config() pickup.Config {
 		Class: e.class, CPU: 2, Mem: 4 << 30,
 		InstanceTypes:    []string{"c6i.*", "m6i.*", "m7i.large"},
 		RequeueDelay:     e.delay,
-		Visibility:       30 * time.Second,
+		Visibility:       e.visibility,
 		EmptyConfirmWait: pickup.ShortPollConfirm,
 		Backoff:          10 * time.Millisecond,
 	}
@@ -174,7 +177,10 @@ func (e *env) inst(id, usage, itype string) pickup.Instance {
 func (e *env) offer(t testing.TB, m *pickup.Manager, insts ...pickup.Instance) {
 	t.Helper()
 	for _, in := range insts {
-		if err := m.Offer(context.Background(), in); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := m.Offer(ctx, in)
+		cancel()
+		if err != nil {
 			t.Fatalf("Offer %s: %v", in.ID, err)
 		}
 	}
@@ -186,9 +192,14 @@ func (e *env) offer(t testing.TB, m *pickup.Manager, insts ...pickup.Instance) {
 func (e *env) drain(t testing.TB) (ids map[string]int, bad int) {
 	t.Helper()
 	if e.realTime {
-		// Real SQS time: wait for the re-queue delay instead of 30s of
-		// visibility; callers on aws leave nothing in flight.
-		time.Sleep(e.delay + 200*time.Millisecond)
+		// Real SQS time: wait out the re-queue delay, and the visibility
+		// timeout when the test shortened it (crash tests); other tests
+		// leave nothing in flight.
+		wait := e.delay
+		if e.visibility < 30*time.Second {
+			wait = max(wait, e.visibility)
+		}
+		time.Sleep(wait + 300*time.Millisecond)
 	} else {
 		e.clock.Advance(time.Hour)
 	}
