@@ -51,6 +51,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Watch tunes the directory watcher (watch mode).
 	Watch watch.Options
+	// ManualReload turns the directory watcher off: watch mode then
+	// reloads only on Daemon.Reload (SIGHUP, POST /v1/reload), for
+	// deployments that reload after a checkout completes.
+	ManualReload bool
 	// StatePoll is how often serve mode reads the state store's version
 	// (default 1s).
 	StatePoll time.Duration
@@ -248,6 +252,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	loops.Go(func() { d.sweepLoop(loopCtx) })
 	switch d.opts.Mode {
 	case ModeWatch:
+		if d.opts.ManualReload {
+			break
+		}
 		w := watch.New(d.opts.Path, d.opts.Watch)
 		loops.Go(func() {
 			_ = w.Run(loopCtx, func(reason watch.Reason) { d.reloadIfChanged(loopCtx) })

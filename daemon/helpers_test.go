@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/client"
-	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -34,7 +33,7 @@ func rpdBlock(state string) string {
 
 // startDaemon runs a watch-mode daemon on a directory holding rpd.hcl (the
 // rpd block) and main.hcl (body). The watcher only polls once an hour, so
-// tests reload explicitly; pass mods to change that.
+// tests reload explicitly (ManualReload); pass mods to change that.
 func startDaemon(t testing.TB, body string, mods ...func(*Options)) *testDaemon {
 	t.Helper()
 	dir, state := t.TempDir(), t.TempDir()
@@ -49,7 +48,8 @@ func startDaemonIn(t testing.TB, dir, state string, mods ...func(*Options)) *tes
 		Mode:   ModeWatch,
 		Path:   dir,
 		Listen: "127.0.0.1:0",
-		Watch:  watch.Options{PollOnly: true, Poll: time.Hour, Resync: -1},
+		// Tests reload explicitly; those of the watcher set ManualReload false.
+		ManualReload: true,
 	}
 	for _, m := range mods {
 		m(&opts)

@@ -97,7 +97,10 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, cfg *spec.C
 	}
 	if d.apply != nil {
 		if err := d.apply(ctx, cfg); err != nil {
-			return d.rejectLocked(prev, hash, start, fmt.Errorf("apply: %w", err))
+			// Not the configuration's fault (a busy lock, an unreachable
+			// backend): forget the attempt, so the next trigger or the
+			// periodic resync tries the same content again.
+			return d.rejectLocked(prev, "", start, fmt.Errorf("apply: %w", err))
 		}
 	}
 	changes, commitErr := d.comp.commit(p)

@@ -168,6 +168,7 @@ func TestInvalidStartupConfiguration(t *testing.T) {
 // reloads without an explicit Reload.
 func TestWatcherReloadsOnAtomicReplace(t *testing.T) {
 	td := startDaemon(t, `pool "db" { slots = 1 }`, func(o *Options) {
+		o.ManualReload = false
 		o.Watch = watch.Options{Debounce: 20 * time.Millisecond, Resync: -1}
 	})
 	v0 := td.d.Status().ConfigVersion

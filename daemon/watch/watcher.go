@@ -88,7 +88,9 @@ func New(path string, opts Options) *Watcher {
 }
 
 // Run watches until ctx is done, calling trigger (from Run's goroutine, one
-// call at a time) whenever the configuration may have changed. A slow
+// call at a time) whenever the configuration may have changed, and once at
+// the start, as soon as its watches are in place, so that a change made
+// between the caller's last snapshot and Run is not missed. A slow
 // trigger delays later ones; events during it are coalesced. Run returns
 // nil when ctx is done; it falls back to polling, logging why, when
 // fsnotify is unavailable, and never gives up on its own.
@@ -115,6 +117,10 @@ func (w *Watcher) Run(ctx context.Context, trigger func(Reason)) error {
 			return w.poll(ctx, trigger)
 		}
 	}
+
+	// The watches are in place: anything that changed before them (since
+	// the caller's last snapshot) is caught by this first trigger.
+	trigger(ReasonResync)
 
 	deb := debouncer{quiet: w.opts.Debounce, max: w.opts.MaxDelay}
 	fire := time.NewTimer(time.Hour)
@@ -182,6 +188,7 @@ func (w *Watcher) relevant(fw *fsnotify.Watcher, ev fsnotify.Event) bool {
 // poll triggers every Poll until ctx is done.
 func (w *Watcher) poll(ctx context.Context, trigger func(Reason)) error {
 	w.polled = true
+	trigger(ReasonPoll)
 	t := time.NewTicker(w.opts.Poll)
 	defer t.Stop()
 	for {

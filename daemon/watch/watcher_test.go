@@ -30,8 +30,12 @@ func startWatcher(t *testing.T, path string, opts Options) <-chan Reason {
 		_ = w.Run(ctx, func(r Reason) { ch <- r })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	// fsnotify's watches are added at the start of Run; give it a moment.
-	time.Sleep(50 * time.Millisecond)
+	// Run triggers once when its watches are in place.
+	select {
+	case <-ch:
+	case <-time.After(3 * time.Second):
+		t.Fatal("no initial trigger within 3s")
+	}
 	return ch
 }
 
