@@ -71,8 +71,8 @@ func (d *Daemon) noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 	writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s; see docs/api.md for the routes", r.Method, r.URL.Path))
 }
 
-// middleware checks the bearer token (every route but /healthz and
-// /readyz, so that probes need no secret) and counts requests.
+// middleware checks the bearer token on every route but /healthz and
+// /readyz (so that probes need no secret), counting refusals.
 func (d *Daemon) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok := d.token.Load(); tok != nil && *tok != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {

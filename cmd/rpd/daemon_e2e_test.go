@@ -66,7 +66,14 @@ func freeAddr(t *testing.T) string {
 func startRPD(t *testing.T, cwd string, env []string, mode string, args ...string) *liveDaemon {
 	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(rpdBinary, append([]string{mode, "-listen", addr}, args...)...)
+	return launchRPD(t, cwd, env, addr, append([]string{mode, "-listen", addr}, args...)...)
+}
+
+// launchRPD runs rpd ARGV, which must make it listen on addr.
+func launchRPD(t *testing.T, cwd string, env []string, addr string, argv ...string) *liveDaemon {
+	t.Helper()
+	mode := argv[0]
+	cmd := exec.Command(rpdBinary, argv...)
 	cmd.Dir = cwd
 	cmd.Env = append(cleanEnv(), env...)
 	ld := &liveDaemon{t: t, cmd: cmd, addr: addr, stderr: &syncBuffer{}, done: make(chan struct{})}
@@ -482,4 +489,20 @@ func TestReloadLatency(t *testing.T) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	t.Logf("reload latency over %d edits (write -> new config_version in /v1/status): p50 %v, p90 %v, p99 %v, max %v",
 		edits, lat[edits/2], lat[edits*9/10], lat[edits*99/100], lat[edits-1])
+}
+
+// "rpd watch DIR -listen ADDR": flags after the directory work too.
+func TestDaemonE2EFlagsAfterDir(t *testing.T) {
+	conf, cwd := t.TempDir(), t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD)
+	addr := freeAddr(t)
+	ld := launchRPD(t, cwd, nil, addr, "watch", conf, "-listen", addr, "-log-level", "warn")
+	if st := ld.status(); st.ConfigVersion != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+
+	wd := &workdir{t: t, dir: cwd}
+	r := wd.must(1, "watch", conf, "extra")
+	contains(t, r, "stderr", "expected one configuration directory")
+	wd.must(1, "watch", "-log-level", "loud", conf)
 }

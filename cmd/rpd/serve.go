@@ -35,21 +35,40 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("serve", "[options] [DIR|FILE]", serveHelp)
 	cf.register(fs)
 	df.register(fs)
-	if code, ok := parseFlags(e, fs, args); !ok {
+	pos, code, ok := parseInterspersed(e, fs, args)
+	if !ok {
 		return code
 	}
 	path := ""
-	if fs.NArg() > 0 {
-		p, code, ok := configPath(e, fs)
-		if !ok {
+	switch len(pos) {
+	case 0:
+	case 1:
+		if cfg, code := cf.load(e, pos[0]); cfg == nil {
 			return code
 		}
-		if cfg, code := cf.load(e, p); cfg == nil {
-			return code
-		}
-		path = p
+		path = pos[0]
+	default:
+		fmt.Fprintf(e.stderr, "rpd serve: expected at most one configuration directory or file, got %d: %v\n", len(pos), pos)
+		return 1
 	}
 	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeServe, Path: path, Vars: cf.specVars(e)})
+}
+
+// parseInterspersed parses flags placed before and after the positional
+// arguments ("rpd watch DIR -listen ADDR", as the daemon's usage is often
+// written) and returns the positional ones.
+func parseInterspersed(e *env, fs *flag.FlagSet, args []string) ([]string, int, bool) {
+	var pos []string
+	for {
+		if code, ok := parseFlags(e, fs, args); !ok {
+			return nil, code, false
+		}
+		if fs.NArg() == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
 }
 
 // daemonFlags are the flags watch and serve share.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/rpdhq/rpd/daemon"
 )
@@ -30,12 +31,18 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("watch", "[options] [DIR|FILE]", watchHelp)
 	cf.register(fs)
 	df.register(fs)
-	if code, ok := parseFlags(e, fs, args); !ok {
-		return code
-	}
-	path, code, ok := configPath(e, fs)
+	pos, code, ok := parseInterspersed(e, fs, args)
 	if !ok {
 		return code
+	}
+	path := "."
+	switch len(pos) {
+	case 0:
+	case 1:
+		path = pos[0]
+	default:
+		fmt.Fprintf(e.stderr, "rpd watch: expected one configuration directory or file, got %d: %v\n", len(pos), pos)
+		return 1
 	}
 	if cfg, code := cf.load(e, path); cfg == nil {
 		return code
