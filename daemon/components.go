@@ -375,6 +375,14 @@ func (c *components) ceiling(name string) (*ceiling, bool) {
 	return ce, ok
 }
 
+// poolRemoved reports whether a pool was dropped from the configuration
+// (and is kept only for its holders).
+func (c *components) poolRemoved(name string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.poolGone[name]
+}
+
 func (c *components) priority(name string) (int, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()

@@ -329,6 +329,10 @@ func (d *Daemon) checkSecurity(cfg *spec.Config) error {
 	if d.ln == nil {
 		return nil // start-up: New checks the address it binds
 	}
+	if cfg.Stack != d.stack || !sameBackend(cfg.Backend, d.base.Backend) {
+		return fmt.Errorf("the configuration moves the daemon to stack %q on backend %s, but it serves stack %q on backend %s; restart the daemon to switch stacks or backends",
+			cfg.Stack, backendText(cfg.Backend), d.stack, backendText(d.base.Backend))
+	}
 	if d.opts.Token == "" && cfg.Token == "" && !isLoopback(d.Addr()) {
 		return fmt.Errorf("the configuration removes the bearer token while the daemon listens on %s, reachable from other hosts; keep token set, or set RPD_TOKEN", d.Addr())
 	}
@@ -338,6 +342,18 @@ func (d *Daemon) checkSecurity(cfg *spec.Config) error {
 		}
 	}
 	return nil
+}
+
+// sameBackend reports whether two backend blocks name the same store.
+func sameBackend(a, b spec.Backend) bool {
+	return a.Type == b.Type && a.Path == b.Path && a.Region == b.Region && a.Profile == b.Profile && a.TablePrefix == b.TablePrefix
+}
+
+func backendText(b spec.Backend) string {
+	if b.Type == "aws" {
+		return fmt.Sprintf("aws (region %q, table prefix %q)", b.Region, b.TablePrefix)
+	}
+	return fmt.Sprintf("local (%s)", b.Path)
 }
 
 // isLoopback reports whether addr (host:port) only accepts connections

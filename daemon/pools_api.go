@@ -84,6 +84,10 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if d.comp.poolRemoved(name) {
+		d.fail(w, r, notFound("pool %q was removed from the configuration; it is kept only until its holders release", name))
+		return
+	}
 	ctx := r.Context()
 	lease, err := d.comp.pools.Acquire(ctx, name, pr)
 	if err != nil {

@@ -141,12 +141,28 @@ func TestRemovedPoolIsKeptWhileHeld(t *testing.T) {
 	if _, err := td.c.Heartbeat(ctx, l.LeaseID); err != nil {
 		t.Fatalf("holder of a removed pool: %v", err)
 	}
+	if _, err := td.c.Acquire(ctx, "tmp", api.AcquireRequest{WaitSeconds: 1}); apiErr(t, err).Status != 404 {
+		t.Fatalf("acquire on a removed pool = %v, want 404", err)
+	}
 	if err := td.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
 	td.d.comp.sweep()
 	if _, err := td.c.Pool(ctx, "tmp"); apiErr(t, err).Status != 404 {
 		t.Fatalf("idle removed pool = %v, want gone (404)", err)
+	}
+}
+
+func TestReloadRefusesAnotherStackOrBackend(t *testing.T) {
+	td := startDaemon(t, `pool "db" { slots = 1 }`)
+	for _, rpd := range []string{
+		"rpd {\n  stack = \"other\"\n  backend \"local\" { path = \"" + filepath.Join(td.state, "state.db") + "\" }\n}\n",
+		"rpd {\n  stack = \"t\"\n  backend \"local\" { path = \"" + filepath.Join(td.state, "other.db") + "\" }\n}\n",
+	} {
+		writeFile(t, filepath.Join(td.dir, "rpd.hcl"), rpd)
+		if res := td.d.Reload(ctxT(t)); res.OK || !strings.Contains(res.Error, "restart the daemon") {
+			t.Fatalf("reload onto another stack or backend = %+v, want rejected", res)
+		}
 	}
 }
 
