@@ -62,12 +62,22 @@ func (m *Manager) claim(ctx context.Context, w *waiter, c candidate) (Instance, 
 }
 
 // claimed completes a committed claim: the message is deleted (lease mode;
-// in delete mode it already is). Should the delete fail, the message
-// reappears and its next claim fails as stale, so it is harmless.
+// in delete mode it already is), by the leader's next batch when there is a
+// leader. Should the delete fail or never happen, the message reappears and
+// its next claim fails as stale, so it is harmless.
 func (m *Manager) claimed(ctx context.Context, cfg *Config, w *waiter, c candidate, inst Instance) Instance {
 	m.stats.claimed.Add(1)
 	m.lat.observe(m.clock.Now().Sub(w.start))
 	if cfg.Mode == ModeLease {
+		m.mu.Lock()
+		led := m.leader != nil
+		if led {
+			m.settled = append(m.settled, c.msg)
+		}
+		m.mu.Unlock()
+		if led {
+			return inst
+		}
 		rel := releaseCtx(ctx, cfg)
 		m.batch(rel.ctx, cfg, []Message{c.msg}, 0, true)
 		rel.cancel()

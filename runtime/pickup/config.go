@@ -75,11 +75,12 @@ type Config struct {
 	// ReceiveWait is the long-poll wait of ordinary receives (default 0, a
 	// short poll, at most 20s).
 	ReceiveWait time.Duration
-	// EmptyConfirmWait guards against SQS's false-empty short polls: when a
-	// receive that waited less than 1s returns nothing, a second receive
-	// waiting this long must also return nothing before the pool is declared
-	// globally exhausted (default 1s; ShortPollConfirm for a second short
-	// poll; at most 20s).
+	// EmptyConfirmWait guards against SQS's false-empty short polls: an
+	// empty receive is confirmed by a second one, made after the manager's
+	// own give-backs have landed, before the pool is declared globally
+	// exhausted. When the first receive waited less than 1s the second
+	// waits EmptyConfirmWait (default 1s; ShortPollConfirm for a second
+	// short poll; at most 20s); after a long poll it does not wait.
 	EmptyConfirmWait time.Duration
 	// ClaimAttempts bounds how often a transient backend error is retried,
 	// per call, before the message is released and the error returned

@@ -36,6 +36,10 @@ type Manager struct {
 	mu      sync.Mutex
 	waiting []*waiter // requests that need a message, in arrival order
 	leader  *waiter   // the request whose goroutine receives; nil when none
+	// settled are lease-mode messages whose claim committed: the leader
+	// deletes them with its next batch, saving a call per pass-on. Whoever
+	// leaves the manager without a leader deletes them at once.
+	settled []Message
 
 	stats counters
 	lat   latencies
@@ -90,6 +94,8 @@ type waiter struct {
 	owner string
 	start time.Time
 	ch    chan event // capacity 1: see send
+	// releases tracks the give-backs of the rounds this request led.
+	releases sync.WaitGroup
 
 	// Guarded by Manager.mu.
 	listed bool
@@ -148,6 +154,7 @@ func (m *Manager) Pickup(ctx context.Context, req Requirements, owner string) (I
 		return Instance{}, err
 	}
 	w := &waiter{req: req, owner: owner, start: m.clock.Now(), ch: make(chan event, 1)}
+	defer w.releases.Wait()
 	for {
 		m.join(w)
 		ev, err := m.await(ctx, w)
@@ -191,16 +198,32 @@ func (m *Manager) unlistLocked(w *waiter) {
 	}
 }
 
-// handOffLocked makes the first waiting request other than skip the leader.
-func (m *Manager) handOffLocked(skip *waiter) {
+// handOffLocked makes the first waiting request other than skip the
+// leader. With nobody to lead it returns the settled messages, which the
+// caller must delete (flushSettled) after unlocking.
+func (m *Manager) handOffLocked(skip *waiter) []Message {
 	m.leader = nil
 	for _, x := range m.waiting {
 		if x != skip {
 			m.leader = x
 			x.send(event{kind: evLead})
-			return
+			return nil
 		}
 	}
+	s := m.settled
+	m.settled = nil
+	return s
+}
+
+// flushSettled deletes settled messages nobody else will delete.
+func (m *Manager) flushSettled(ctx context.Context, msgs []Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	cfg := m.config()
+	rel := releaseCtx(ctx, cfg)
+	defer rel.cancel()
+	m.batch(rel.ctx, cfg, msgs, 0, true)
 }
 
 // await blocks until w is assigned a candidate or done, leading the
@@ -218,10 +241,12 @@ func (m *Manager) await(ctx context.Context, w *waiter) (event, error) {
 			m.mu.Lock()
 			if w.listed {
 				m.unlistLocked(w)
+				var settled []Message
 				if m.leader == w {
-					m.handOffLocked(w)
+					settled = m.handOffLocked(w)
 				}
 				m.mu.Unlock()
+				m.flushSettled(ctx, settled)
 				return event{}, ctx.Err()
 			}
 			m.mu.Unlock()
@@ -238,24 +263,32 @@ func (m *Manager) await(ctx context.Context, w *waiter) (event, error) {
 
 // lead receives and classifies rounds of messages until w no longer waits
 // or ctx ends, then hands the role on.
+//
+// A round's give-back calls run while the next round receives (they concern
+// messages that are in flight, so the next receive cannot see them anyway)
+// and while the leader claims its own match; at most one round's
+// give-backs are outstanding per leader, and Pickup waits for them before
+// it returns.
 func (m *Manager) lead(ctx context.Context, w *waiter) {
 	for {
 		m.mu.Lock()
 		if !w.listed || ctx.Err() != nil {
-			m.handOffLocked(w)
+			settled := m.handOffLocked(w)
 			m.mu.Unlock()
+			m.flushSettled(ctx, settled)
 			return
 		}
 		n := min(len(m.waiting), maxBatch)
 		m.mu.Unlock()
-		m.round(ctx, n)
+		m.round(ctx, n, &w.releases)
 	}
 }
 
-// round receives up to n messages and decides each.
-func (m *Manager) round(ctx context.Context, n int) {
+// round receives up to n messages and decides each; the give-backs go to
+// releases once the previous round's are done.
+func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 	cfg := m.config()
-	msgs, err := m.receive(ctx, cfg, n)
+	msgs, err := m.receive(ctx, cfg, n, releases)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.endAll(fmt.Errorf("pickup: receiving from class %q's queue failed %d times; retry later: %w", cfg.Class, cfg.ClaimAttempts, err), nil)
@@ -267,7 +300,6 @@ func (m *Manager) round(ctx context.Context, n int) {
 		return
 	}
 	rel := releaseCtx(ctx, cfg)
-	defer rel.cancel()
 	if cfg.Mode == ModeDelete {
 		// Seed 000 step 2: delete at once; from here the message lives
 		// only in memory. A message whose delete failed is left alone: it
@@ -280,6 +312,8 @@ func (m *Manager) round(ctx context.Context, n int) {
 	var discards, requeues, spare []Message
 	var discarded []*DiscardError
 	m.mu.Lock()
+	deletes := m.settled
+	m.settled = nil
 	for _, msg := range msgs {
 		e, err := ParseEntry(msg.Body)
 		if err == nil {
@@ -314,20 +348,24 @@ func (m *Manager) round(ctx context.Context, n int) {
 		m.log.Warn("pickup: discarded message", "class", cfg.Class, "reason", d.Reason.String(),
 			"instance", d.InstanceID, "detail", d.Detail, "message_id", discards[i].ID)
 	}
-	var wg sync.WaitGroup
-	if cfg.Mode == ModeLease {
-		wg.Go(func() { m.batch(rel.ctx, cfg, discards, 0, true) })
-		wg.Go(func() { m.batch(rel.ctx, cfg, requeues, cfg.RequeueDelay, false) })
-		wg.Go(func() { m.batch(rel.ctx, cfg, spare, 0, false) })
-	} else {
-		for _, msg := range requeues {
-			wg.Go(func() { m.resend(rel.ctx, cfg, msg, cfg.RequeueDelay) })
+	releases.Wait()
+	releases.Go(func() {
+		defer rel.cancel()
+		var wg sync.WaitGroup
+		if cfg.Mode == ModeLease {
+			wg.Go(func() { m.batch(rel.ctx, cfg, append(deletes, discards...), 0, true) })
+			wg.Go(func() { m.batch(rel.ctx, cfg, requeues, cfg.RequeueDelay, false) })
+			wg.Go(func() { m.batch(rel.ctx, cfg, spare, 0, false) })
+		} else {
+			for _, msg := range requeues {
+				wg.Go(func() { m.resend(rel.ctx, cfg, msg, cfg.RequeueDelay) })
+			}
+			for _, msg := range spare {
+				wg.Go(func() { m.resend(rel.ctx, cfg, msg, 0) })
+			}
 		}
-		for _, msg := range spare {
-			wg.Go(func() { m.resend(rel.ctx, cfg, msg, 0) })
-		}
-	}
-	wg.Wait()
+		wg.Wait()
+	})
 }
 
 func (m *Manager) firstMatchLocked(e Entry) *waiter {
@@ -384,13 +422,20 @@ func (m *Manager) endAll(err error, ex *ExhaustedError) {
 
 // receive receives up to n messages; an empty short poll is confirmed by a
 // second receive before it counts as empty (SQS short polls sample only
-// some servers and may come back empty while the queue is not).
-func (m *Manager) receive(ctx context.Context, cfg *Config, n int) ([]Message, error) {
+// some servers and may come back empty while the queue is not). Either way
+// an empty result is confirmed only after the previous round's give-backs
+// have landed, so that messages this manager is handing back count.
+func (m *Manager) receive(ctx context.Context, cfg *Config, n int, releases *sync.WaitGroup) ([]Message, error) {
 	msgs, err := m.receiveRetry(ctx, cfg, n, cfg.ReceiveWait)
-	if err != nil || len(msgs) > 0 || cfg.ReceiveWait >= time.Second {
+	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
-	return m.receiveRetry(ctx, cfg, n, cfg.confirmWait())
+	releases.Wait()
+	wait := cfg.confirmWait()
+	if cfg.ReceiveWait >= time.Second {
+		wait = 0 // the first receive was a long poll; just recheck
+	}
+	return m.receiveRetry(ctx, cfg, n, wait)
 }
 
 func (m *Manager) receiveRetry(ctx context.Context, cfg *Config, n int, wait time.Duration) ([]Message, error) {

@@ -93,6 +93,17 @@ func (l *latencies) summary() LatencySummary {
 	return out
 }
 
+// Decisions returns the number of messages classified so far (Stats'
+// Decisions, without the rest of the snapshot).
+func (m *Manager) Decisions() uint64 {
+	c := &m.stats
+	n := c.passed.Load() + c.requeued.Load()
+	for r := range numReasons {
+		n += c.discarded[r].Load()
+	}
+	return n
+}
+
 // Stats returns the manager's counters; with Options.Depth set it also asks
 // the backend for the queue's depth, bounded by ctx.
 func (m *Manager) Stats(ctx context.Context) Stats {
