@@ -30,13 +30,16 @@ type components struct {
 	pools   *pools.Manager
 	backend *backendHandle
 
-	mu         sync.RWMutex
-	poolDecl   map[string]spec.Pool // the active configuration's pools
-	poolGone   map[string]bool      // removed from the configuration but still in use
-	priorities map[string]int
-	budgets    map[string]*budget
-	ceilings   map[string]*ceiling
-	classes    map[string]*class
+	mu       sync.RWMutex
+	poolDecl map[string]spec.Pool // the active configuration's pools
+	poolGone map[string]bool      // removed from the configuration but still in use
+	// poolDestroy marks removed pools whose last declaration said
+	// allow_destroy = true: their holders lose their slots.
+	poolDestroy map[string]bool
+	priorities  map[string]int
+	budgets     map[string]*budget
+	ceilings    map[string]*ceiling
+	classes     map[string]*class
 }
 
 type budget struct {
@@ -57,15 +60,16 @@ type ceiling struct {
 
 func newComponents(log *slog.Logger, pm *pools.Manager, be *backendHandle) *components {
 	return &components{
-		log:        log,
-		pools:      pm,
-		backend:    be,
-		poolDecl:   map[string]spec.Pool{},
-		poolGone:   map[string]bool{},
-		priorities: map[string]int{},
-		budgets:    map[string]*budget{},
-		ceilings:   map[string]*ceiling{},
-		classes:    map[string]*class{},
+		log:         log,
+		pools:       pm,
+		backend:     be,
+		poolDecl:    map[string]spec.Pool{},
+		poolGone:    map[string]bool{},
+		poolDestroy: map[string]bool{},
+		priorities:  map[string]int{},
+		budgets:     map[string]*budget{},
+		ceilings:    map[string]*ceiling{},
+		classes:     map[string]*class{},
 	}
 }
 
@@ -177,6 +181,7 @@ func (c *components) commit(p *plan) (changes []string, err error) {
 		declared[pl.Name] = true
 		old, had := c.poolDecl[pl.Name]
 		delete(c.poolGone, pl.Name)
+		delete(c.poolDestroy, pl.Name)
 		ttl := pl.LeaseTTL
 		if ttl == 0 {
 			ttl = api.DefaultTTLSeconds * time.Second
@@ -196,10 +201,13 @@ func (c *components) commit(p *plan) (changes []string, err error) {
 			changes = append(changes, fmt.Sprintf("pool.%s: created with %d slots", pl.Name, pl.Slots))
 		}
 	}
-	for name := range c.poolDecl {
+	for name, old := range c.poolDecl {
 		if !declared[name] {
 			delete(c.poolDecl, name)
 			c.poolGone[name] = true
+			if old.AllowDestroy {
+				c.poolDestroy[name] = true
+			}
 			changes = append(changes, fmt.Sprintf("pool.%s: removed from the configuration", name))
 		}
 	}
@@ -293,9 +301,13 @@ func (c *components) sweep() {
 
 func (c *components) sweepLocked() {
 	for name := range c.poolGone {
+		if c.poolDestroy[name] {
+			c.dropHolders(name)
+		}
 		switch err := c.pools.DeletePool(name); {
 		case err == nil, errors.Is(err, pools.ErrUnknownPool):
 			delete(c.poolGone, name)
+			delete(c.poolDestroy, name)
 			c.log.Info("removed pool dropped from the configuration", "pool", name)
 		case errors.Is(err, pools.ErrPoolInUse):
 			// Kept until its holders release; reported as retained.
@@ -320,6 +332,36 @@ func (c *components) sweepLocked() {
 		}
 	}
 	c.sweepClassesLocked()
+}
+
+// dropHolders releases every lease of a removed pool declared with
+// allow_destroy. The leases are found through the lease store, which
+// records every grant; waiting requests are not cancelled (new ones are
+// refused), so the pool goes once the last of them has given up.
+func (c *components) dropHolders(name string) {
+	if c.backend == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	recs, err := c.backend.poolStore.LoadLeases(ctx)
+	if err != nil {
+		c.log.Warn("cannot list the leases of a destroyed pool; retrying at the next sweep", "pool", name, "err", err)
+		return
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Pool != name {
+			continue
+		}
+		if l, err := c.pools.Lease(r.LeaseID); err == nil {
+			_ = l.Release()
+			n++
+		}
+	}
+	if n > 0 {
+		c.log.Warn("pool removed with allow_destroy = true: its holders lost their slots", "pool", name, "leases", n)
+	}
 }
 
 func budgetIdle(p *fatjob.Pool) bool {

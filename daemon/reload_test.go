@@ -153,6 +153,22 @@ func TestRemovedPoolIsKeptWhileHeld(t *testing.T) {
 	}
 }
 
+func TestRemovedPoolWithAllowDestroyDropsHolders(t *testing.T) {
+	td := startDaemon(t, "pool \"tmp\" {\n  slots = 2\n  allow_destroy = true\n}\n")
+	ctx := ctxT(t)
+	l, err := td.c.Acquire(ctx, "tmp", api.AcquireRequest{Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	td.edit(t, "")
+	if _, err := td.c.Pool(ctx, "tmp"); apiErr(t, err).Status != 404 {
+		t.Fatalf("pool removed with allow_destroy = %v, want gone", err)
+	}
+	if _, err := td.c.Heartbeat(ctx, l.LeaseID); apiErr(t, err).Status != 404 {
+		t.Fatalf("holder of a destroyed pool = %v, want its lease gone", err)
+	}
+}
+
 func TestReloadRefusesAnotherStackOrBackend(t *testing.T) {
 	td := startDaemon(t, `pool "db" { slots = 1 }`)
 	for _, rpd := range []string{

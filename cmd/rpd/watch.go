@@ -15,7 +15,8 @@ serves them over the HTTP API (docs/api.md).
 
 Whenever a file changes it reloads: load, validate, plan, apply, then
 reconfigure the components in place. Held slots, permits and claims are
-never dropped; a pool or budget removed while in use is kept until idle. A
+never dropped; a pool or budget removed while in use is kept until idle
+(a pool declared with allow_destroy = true goes at once, with its holders). A
 configuration that fails to load, validate or apply changes nothing: the
 last good one stays active and the error (with file:line) is logged and
 shown in GET /v1/status. An invalid configuration at start-up exits 1.
