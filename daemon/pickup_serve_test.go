@@ -150,3 +150,27 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// Removing a class whose queue still holds idle runners is refused by
+// apply's guard: nothing changes, and the same content is not retried.
+func TestRemovingANonEmptyQueueIsRefused(t *testing.T) {
+	td := startDaemon(t, classHCL)
+	ctx := ctxT(t)
+	inst := api.Instance{InstanceID: "i-9", UsageClass: "on-demand", InstanceType: "c6i.large", CPU: 2, Mem: 4096, ResourceClass: "medium", Threshold: time.Now().Add(time.Hour).UTC()}
+	if _, err := td.c.Offer(ctx, "medium", inst); err != nil {
+		t.Fatal(err)
+	}
+	v0 := td.d.Status().ConfigVersion
+	writeFile(t, filepath.Join(td.dir, "main.hcl"), `pool "db" { slots = 1 }`)
+	res := td.d.reloadIfChanged(ctx)
+	if res.OK || res.ConfigVersion != v0 || !strings.Contains(res.Error, "apply") {
+		t.Fatalf("removing a class with idle runners = %+v, want an apply rejection at version %d", res, v0)
+	}
+	if again := td.d.reloadIfChanged(ctx); again.At != res.At {
+		t.Fatalf("a refused configuration was retried unchanged: %+v", again)
+	}
+	got, err := td.c.Pickup(ctx, "medium", api.PickupRequest{WorkerID: "w"})
+	if err != nil || got.InstanceID != "i-9" {
+		t.Fatalf("the class stopped serving after a refused removal: %+v, %v", got, err)
+	}
+}

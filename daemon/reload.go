@@ -17,6 +17,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -97,10 +98,16 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, cfg *spec.C
 	}
 	if d.apply != nil {
 		if err := d.apply(ctx, cfg); err != nil {
-			// Not the configuration's fault (a busy lock, an unreachable
-			// backend): forget the attempt, so the next trigger or the
-			// periodic resync tries the same content again.
-			return d.rejectLocked(prev, "", start, fmt.Errorf("apply: %w", err))
+			// A guard (deleting a queue that holds idle runners) or an
+			// unmanaged object is the configuration's doing: not retried
+			// until it changes. Anything else (a busy lock, an unreachable
+			// backend) is forgotten, so the next trigger or the periodic
+			// resync tries the same content again.
+			attempted := ""
+			if errors.Is(err, reconcile.ErrGuard) || errors.Is(err, reconcile.ErrNotManaged) || errors.Is(err, reconcile.ErrWrongStack) {
+				attempted = hash
+			}
+			return d.rejectLocked(prev, attempted, start, fmt.Errorf("apply: %w", err))
 		}
 	}
 	changes, commitErr := d.comp.commit(p)
