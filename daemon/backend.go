@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -60,7 +59,7 @@ func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*back
 		return &backendHandle{
 			kind:  "aws",
 			state: ab, locker: ab, admin: ab,
-			tables:    awsTables{ab},
+			tables:    ab,
 			poolStore: ab.PoolStore(),
 			queue:     func(name string) pickup.Queue { return ab.Queue(name) },
 			instances: ab.Instances(),
@@ -69,27 +68,3 @@ func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*back
 	}
 	return nil, fmt.Errorf("unknown backend type %q: use \"local\" or \"aws\"", cfg.Backend.Type)
 }
-
-// awsTables adapts the aws backend's tables to reconcile.TableAdmin, so
-// that watch mode's first apply creates them.
-type awsTables struct{ b *aws.Backend }
-
-var _ reconcile.TableAdmin = awsTables{}
-
-func (t awsTables) Tables(ctx context.Context) ([]reconcile.TableInfo, error) {
-	infos, err := t.b.TableStatus(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	out := make([]reconcile.TableInfo, 0, len(infos))
-	for _, i := range infos {
-		if i.Problem != "" {
-			errs = append(errs, fmt.Errorf("dynamodb table %s: %s", i.Name, i.Problem))
-		}
-		out = append(out, reconcile.TableInfo{Resource: i.Role, Name: i.Name, Exists: i.Exists})
-	}
-	return out, errors.Join(errs...)
-}
-
-func (t awsTables) EnsureTables(ctx context.Context) error { return t.b.EnsureTables(ctx) }

@@ -15,8 +15,10 @@ import (
 
 // reconcileApply is watch mode's push to the backend: plan the validated
 // configuration against live state and, when it changes anything, apply
-// it under the state lock (held only for the apply). Pools with holders
-// are not guarded here: the daemon keeps a dropped pool until it is idle.
+// it under the state lock (held only for the apply). A reload applies all
+// or nothing: any guard's refusal (a non-empty queue to delete) refuses the
+// whole apply before anything changes. Pools with holders are not guarded
+// here: the daemon keeps a dropped pool until it is idle.
 func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 	live := reconcile.Live{Queues: d.backend.admin, State: d.backend.state, Lock: d.backend.locker, Tables: d.backend.tables, Budgets: d}
 	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{Backend: reconcile.BackendConfigOf(cfg.Backend)})
@@ -26,7 +28,7 @@ func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 	if !p.HasChanges() {
 		return nil
 	}
-	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: reconcile.DefaultWho(), Operation: "watch", LockTimeout: 10 * time.Second})
+	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: reconcile.DefaultWho(), Operation: "watch", LockTimeout: 10 * time.Second, RefuseOnGuard: true})
 	if err != nil {
 		return err
 	}

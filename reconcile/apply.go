@@ -30,6 +30,11 @@ type ApplyOptions struct {
 	// AllowDestroyNonEmpty lets apply delete or replace queues that still
 	// hold messages (idle runners).
 	AllowDestroyNonEmpty bool
+	// RefuseOnGuard makes a guard's refusal refuse the whole apply before
+	// anything is changed, instead of failing only the guarded change and
+	// applying the independent rest (Terraform's habit, the CLI's default).
+	// A daemon reloading a file uses it: a reload applies all or nothing.
+	RefuseOnGuard bool
 	// Progress, when set, receives an event as each change starts, every
 	// StillInterval while it runs, and when it ends. Calls are serialized.
 	Progress func(Event)
@@ -340,6 +345,12 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	infos := cur.infos
 	base := cur.doc
+	if a.opts.RefuseOnGuard {
+		if err := a.preflightGuards(ctx, cur.doc, infos); err != nil {
+			a.skipRest(err)
+			return err
+		}
+	}
 	a.mu.Lock()
 	a.res.Started = true
 	a.mu.Unlock()
@@ -423,17 +434,9 @@ func (a *applier) run(ctx context.Context) error {
 			setEntry(doc.RunnerClasses, p.Desired.RunnerClasses, c)
 			inDoc = append(inDoc, c)
 		case TypePool:
-			if c.Action == Delete && !cur.doc.Pools[c.Address.Name].AllowDestroy && a.live.Held != nil {
-				if held == nil {
-					if held, err = a.live.Held.HeldSlots(ctx); err != nil {
-						a.finish(a.result(c.Address), fmt.Errorf("read held slots of %s: %w", c.Address, err), 0)
-						continue
-					}
-				}
-				if n := held[c.Address.Name]; n > 0 {
-					a.finish(a.result(c.Address), fmt.Errorf("%s has %d slots held; deleting it would strand their holders: wait until they are released, or set allow_destroy = true on the pool and apply that before removing it: %w", c.Address, n, ErrGuard), 0)
-					continue
-				}
+			if err := a.guardPool(ctx, c, cur.doc, &held); err != nil {
+				a.finish(a.result(c.Address), err, 0)
+				continue
 			}
 			setEntry(doc.Pools, p.Desired.Pools, c)
 			inDoc = append(inDoc, c)
@@ -647,6 +650,44 @@ func (a *applier) liveName(c ResourceChange, cur *RuntimeDoc) string {
 		return ""
 	}
 	return cur.Queues[c.Address.Name].Name
+}
+
+// preflightGuards evaluates every guard of the plan up front, changing
+// nothing, and returns the refusals joined (each wrapping ErrGuard).
+func (a *applier) preflightGuards(ctx context.Context, cur *RuntimeDoc, infos map[string]*QueueInfo) error {
+	var errs []error
+	var held map[string]int
+	for _, c := range a.plan.Changes {
+		switch {
+		case c.Address.Type == TypeQueue && c.Action == Delete:
+			errs = append(errs, a.guardQueue(c, infos[a.liveName(c, cur)], cur))
+		case c.Address.Type == TypeQueue && c.Action == DeleteThenCreate:
+			errs = append(errs, a.guardQueue(c, infos[a.liveName(c, nil)], &RuntimeDoc{}))
+		case c.Address.Type == TypePool:
+			errs = append(errs, a.guardPool(ctx, c, cur, &held))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// guardPool refuses deleting a pool whose slots are held, unless the pool
+// was applied with allow_destroy. held caches the held-slot figures across
+// calls (read at most once per apply).
+func (a *applier) guardPool(ctx context.Context, c ResourceChange, cur *RuntimeDoc, held *map[string]int) error {
+	if c.Action != Delete || cur.Pools[c.Address.Name].AllowDestroy || a.live.Held == nil {
+		return nil
+	}
+	if *held == nil {
+		h, err := a.live.Held.HeldSlots(ctx)
+		if err != nil {
+			return fmt.Errorf("read held slots of %s: %w", c.Address, err)
+		}
+		*held = h
+	}
+	if n := (*held)[c.Address.Name]; n > 0 {
+		return fmt.Errorf("%s has %d slots held; deleting it would strand their holders: wait until they are released, or set allow_destroy = true on the pool and apply that before removing it: %w", c.Address, n, ErrGuard)
+	}
+	return nil
 }
 
 func (a *applier) guardQueue(c ResourceChange, info *QueueInfo, cur *RuntimeDoc) error {

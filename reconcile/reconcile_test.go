@@ -477,6 +477,37 @@ func TestGuards(t *testing.T) {
 			t.Fatal("queue not deleted with AllowDestroyNonEmpty")
 		}
 	})
+	t.Run("refuse on guard changes nothing", func(t *testing.T) {
+		f := newFakeBackend()
+		cfg := testConfig("ci")
+		mustApply(t, cfg, f)
+		f.setMessages("ci-rp-small", 4, 0)
+		_, before, err := f.ReadState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RunnerClasses = cfg.RunnerClasses[:1] // guarded: small's queue holds runners
+		cfg.Pools[0].Slots = 5                    // independent: would apply without RefuseOnGuard
+		p := mustPlan(t, cfg, f.live(), PlanOptions{})
+		res, err := Apply(ctx, p, f.live(), ApplyOptions{RefuseOnGuard: true})
+		if !errors.Is(err, ErrGuard) {
+			t.Fatalf("err = %v, want ErrGuard", err)
+		}
+		if _, after, _ := f.ReadState(ctx); after != before {
+			t.Errorf("state version %d -> %d: a refused apply wrote the runtime document", before, after)
+		}
+		if got := f.state().Pools["database_pool"].Slots; got != 3 {
+			t.Errorf("database_pool slots = %d, want 3 (unchanged)", got)
+		}
+		if !slices.Contains(f.queueNames(), "ci-rp-small") {
+			t.Fatal("non-empty queue deleted")
+		}
+		for _, r := range res.Results {
+			if r.Status == Succeeded {
+				t.Errorf("%s succeeded in a refused apply", r.Address)
+			}
+		}
+	})
 	t.Run("class allow_destroy", func(t *testing.T) {
 		f := newFakeBackend()
 		cfg := testConfig("ci")

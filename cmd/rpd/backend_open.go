@@ -48,12 +48,11 @@ func openBackend(ctx context.Context, stack string, b reconcile.BackendConfig) (
 		if err != nil {
 			return nil, err
 		}
-		tables := awsTables{ab}
 		return &openedBackend{
 			live: reconcile.Live{
 				Queues: ab, State: ab, Lock: ab,
-				Tables: tables,
-				Held:   heldSlotsUnlessMissing(tables, heldSlots(ab.PoolStore(), time.Now)),
+				Tables: ab,
+				Held:   heldSlotsUnlessMissing(ab, heldSlots(ab.PoolStore(), time.Now)),
 			},
 			where: "aws backend (table prefix " + b.TablePrefix + ")",
 			close: func() error { return nil },
@@ -82,9 +81,9 @@ func heldSlots(store pools.Store, now func() time.Time) reconcile.HeldSlotsFunc 
 
 // heldSlotsUnlessMissing reports no held slots while the stack's tables do
 // not exist yet (nothing can be held before the first apply).
-func heldSlotsUnlessMissing(t awsTables, next reconcile.HeldSlotsFunc) reconcile.HeldSlotsFunc {
+func heldSlotsUnlessMissing(b *aws.Backend, next reconcile.HeldSlotsFunc) reconcile.HeldSlotsFunc {
 	return func(ctx context.Context) (map[string]int, error) {
-		infos, err := t.b.TableStatus(ctx)
+		infos, err := b.TableStatus(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -96,29 +95,6 @@ func heldSlotsUnlessMissing(t awsTables, next reconcile.HeldSlotsFunc) reconcile
 		return next(ctx)
 	}
 }
-
-// awsTables adapts the aws backend's tables to reconcile.TableAdmin.
-type awsTables struct{ b *aws.Backend }
-
-var _ reconcile.TableAdmin = awsTables{}
-
-func (t awsTables) Tables(ctx context.Context) ([]reconcile.TableInfo, error) {
-	infos, err := t.b.TableStatus(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var errs []error
-	out := make([]reconcile.TableInfo, 0, len(infos))
-	for _, i := range infos {
-		if i.Problem != "" {
-			errs = append(errs, fmt.Errorf("dynamodb table %s: %s", i.Name, i.Problem))
-		}
-		out = append(out, reconcile.TableInfo{Resource: i.Role, Name: i.Name, Exists: i.Exists})
-	}
-	return out, errors.Join(errs...)
-}
-
-func (t awsTables) EnsureTables(ctx context.Context) error { return t.b.EnsureTables(ctx) }
 
 // openBackendReadOnly is openBackend for commands that only read (plan):
 // a local database file that does not exist yet is not created; it reads as

@@ -106,8 +106,7 @@ func awsE2E(t *testing.T) e2eBackend {
 		},
 		live: func(t *testing.T, w *workdir, stack string) reconcile.Live {
 			b := open(t, stack)
-			tables := awsTables{b}
-			return reconcile.Live{Queues: b, State: b, Lock: b, Tables: tables, Held: heldSlotsUnlessMissing(tables, heldSlots(b.PoolStore(), time.Now))}
+			return reconcile.Live{Queues: b, State: b, Lock: b, Tables: b, Held: heldSlotsUnlessMissing(b, heldSlots(b.PoolStore(), time.Now))}
 		},
 	}
 }
