@@ -185,11 +185,17 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
-	var due []*fakeTimer
+	// Collect the due timers with their times under the lock: a concurrent
+	// Reset rewrites t.at.
+	type firing struct {
+		at time.Time
+		f  func()
+	}
+	var due []firing
 	for _, t := range c.timers {
 		if t.live && !t.at.After(c.now) {
 			t.live = false
-			due = append(due, t)
+			due = append(due, firing{t.at, t.f})
 		}
 	}
 	c.mu.Unlock()
