@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,6 +30,7 @@ func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 		"slots":     n(int64(rec.Slots)),
 		"grantedAt": n(unixNanos(rec.GrantedAt)),
 		"expiresAt": n(unixNanos(rec.ExpiresAt)),
+		"ttlNanos":  n(int64(rec.TTL)),
 	}
 	for k, v := range map[string]string{"pool": rec.Pool, "taskId": rec.TaskID} {
 		if v != "" {
@@ -76,6 +78,7 @@ func (p *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error)
 				LeaseID: r.str("leaseId"), Pool: r.str("pool"), TaskID: r.str("taskId"),
 				Priority: int(r.num("priority")), Slots: int(r.num("slots")),
 				GrantedAt: fromUnixNanos(r.num("grantedAt")), ExpiresAt: fromUnixNanos(r.num("expiresAt")),
+				TTL: time.Duration(r.num("ttlNanos")), // absent in older items: 0
 			}
 			if r.err != nil {
 				return nil, fmt.Errorf("dynamodb Query %s: pool lease %q of stack %s is malformed: %w", table, rec.LeaseID, p.b.stack, r.err)

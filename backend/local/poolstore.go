@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -17,9 +18,9 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
-	_, err := s.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt))
+	_, err := s.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
 	if err != nil {
 		return fmt.Errorf("put pool lease %s of stack %s in %s: %w", rec.LeaseID, s.b.stack, s.b.path, err)
 	}
@@ -36,7 +37,7 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 
 // LoadLeases returns every record of the stack, ordered by lease ID.
 func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
-	rows, err := s.b.rdb.QueryContext(ctx, `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`, s.b.stack)
+	rows, err := s.b.rdb.QueryContext(ctx, `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`, s.b.stack)
 	if err != nil {
 		return nil, fmt.Errorf("load pool leases of stack %s from %s: %w", s.b.stack, s.b.path, err)
 	}
@@ -44,11 +45,11 @@ func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error)
 	var out []pools.LeaseRecord
 	for rows.Next() {
 		var r pools.LeaseRecord
-		var granted, expires int64
-		if err := rows.Scan(&r.LeaseID, &r.Pool, &r.TaskID, &r.Priority, &r.Slots, &granted, &expires); err != nil {
+		var granted, expires, ttl int64
+		if err := rows.Scan(&r.LeaseID, &r.Pool, &r.TaskID, &r.Priority, &r.Slots, &granted, &expires, &ttl); err != nil {
 			return nil, fmt.Errorf("load pool leases of stack %s from %s: %w", s.b.stack, s.b.path, err)
 		}
-		r.GrantedAt, r.ExpiresAt = fromNanos(granted), fromNanos(expires)
+		r.GrantedAt, r.ExpiresAt, r.TTL = fromNanos(granted), fromNanos(expires), time.Duration(ttl)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

@@ -67,6 +67,8 @@ var migrations = []string{
 		expires_ns INTEGER NOT NULL,
 		PRIMARY KEY (stack, lease_id)
 	);`,
+	// 2: pools.LeaseRecord.TTL (0 in records written by version 1).
+	`ALTER TABLE pool_leases ADD COLUMN ttl_ns INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // SchemaVersion is the schema version this binary writes.

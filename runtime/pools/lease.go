@@ -184,6 +184,7 @@ func (l *Lease) recordLocked() LeaseRecord {
 		Slots:     l.slots,
 		GrantedAt: l.ext.grantedAt,
 		ExpiresAt: l.ext.expiresAt,
+		TTL:       l.ext.ttl,
 	}
 }
 

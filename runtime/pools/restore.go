@@ -21,9 +21,10 @@ type RestoreReport struct {
 // after the pools are configured and before serving requests. It is
 // idempotent (and calls are serialised): a record whose lease is already
 // held is skipped. Restored
-// leases keep their IDs (see Manager.Lease) and remaining TTL; their TTL for
-// later heartbeats is the pool's LeaseTTL, or ExpiresAt-GrantedAt if the
-// pool has none. A restored lease may push Used above Total if the pool was
+// leases keep their IDs (see Manager.Lease), remaining TTL and, for later
+// heartbeats, the TTL they were granted with (LeaseRecord.TTL); a record
+// without one (written by an older rpd) gets the pool's LeaseTTL, or
+// ExpiresAt-GrantedAt if the pool has none. A restored lease may push Used above Total if the pool was
 // shrunk meanwhile; it is never preempted. Without a Store it does nothing.
 //
 // A LoadLeases failure is returned wrapping ErrStore with nothing restored;
@@ -79,7 +80,10 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			continue
 		}
 		if !rec.ExpiresAt.IsZero() {
-			x.ttl = p.leaseTTL
+			x.ttl = rec.TTL
+			if x.ttl <= 0 {
+				x.ttl = p.leaseTTL
+			}
 			if x.ttl <= 0 {
 				x.ttl = rec.ExpiresAt.Sub(rec.GrantedAt)
 			}

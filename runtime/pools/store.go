@@ -16,6 +16,11 @@ type LeaseRecord struct {
 	Slots     int
 	GrantedAt time.Time
 	ExpiresAt time.Time // zero = no TTL
+	// TTL is the lease's time to live, which each heartbeat adds to its
+	// time; zero = none, or a record written before the field existed
+	// (Restore then derives it). Heartbeats move ExpiresAt but not
+	// GrantedAt, so the TTL cannot be derived from the two.
+	TTL time.Duration
 }
 
 // Store persists leases. Implementations: MemoryStore (this package),

@@ -329,3 +329,66 @@ func TestConcurrentRestoresCountOnce(t *testing.T) {
 		t.Fatalf("used %d after concurrent restores, want 6", st.Used)
 	}
 }
+
+// A heartbeated lease is restored with the TTL it was granted with, not the
+// pool's LeaseTTL nor ExpiresAt-GrantedAt (which heartbeats stretch); a
+// record without TTL (an older rpd's) falls back to the derivation.
+func TestRestoreKeepsGrantedTTL(t *testing.T) {
+	clk := newFakeClock()
+	st := &faultyStore{}
+	setup := func() *Manager {
+		m := newTestManager(t, Options{Clock: clk, Store: st})
+		if err := m.ConfigurePool(PoolConfig{Name: "p", Slots: 3, LeaseTTL: 5 * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.CreatePool("q", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	old := setup()
+	l := mustAcquire(t, old, "p", Request{TaskID: "short", TTL: time.Minute})
+	ctx := context.Background()
+	clk.Advance(50 * time.Second)
+	if err := l.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := st.record(t, l.ID())
+	if !ok || rec.TTL != time.Minute {
+		t.Fatalf("stored record %+v (found %v), want TTL 1m", rec, ok)
+	}
+	legacyGrant := clk.Now()
+	st.MemoryStore.PutLease(ctx, LeaseRecord{LeaseID: "q/old-1", Pool: "q", TaskID: "legacy", Slots: 1, GrantedAt: legacyGrant, ExpiresAt: legacyGrant.Add(30 * time.Second)})
+	clk.Advance(5 * time.Second)
+
+	m := setup()
+	if rep, err := m.Restore(ctx); err != nil || rep.Restored != 2 {
+		t.Fatalf("Restore = %+v, %v; want 2 restored", rep, err)
+	}
+	r, err := m.Lease(l.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TTL() != time.Minute {
+		t.Errorf("restored TTL %v, want the granted 1m (pool LeaseTTL is 5m, expiry-grant is 1m50s)", r.TTL())
+	}
+	if want := legacyGrant.Add(time.Minute); !r.ExpiresAt().Equal(want) {
+		t.Errorf("restored expiry %v, want %v (the heartbeat's)", r.ExpiresAt(), want)
+	}
+	legacy, err := m.Lease("q/old-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if legacy.TTL() != 30*time.Second {
+		t.Errorf("legacy record's TTL %v, want ExpiresAt-GrantedAt = 30s", legacy.TTL())
+	}
+	// The restored lease expires on its own schedule: 55s from now.
+	clk.Advance(54 * time.Second)
+	if !r.Held() {
+		t.Fatal("restored lease expired early")
+	}
+	clk.Advance(time.Second)
+	if r.Held() {
+		t.Fatal("restored lease outlived its TTL")
+	}
+}

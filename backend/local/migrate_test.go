@@ -1,0 +1,75 @@
+package local_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// A file written at schema version 1 (pool_leases without ttl_ns) opens,
+// migrates, and keeps its lease records, which read back with TTL 0 (so
+// pools.Restore derives it); records written afterwards keep their TTL.
+func TestMigrateV1PoolLeasesKeepsRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, stmt := range []string{
+		`CREATE TABLE pool_leases (
+			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
+			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
+			PRIMARY KEY (stack, lease_id))`,
+		`INSERT INTO pool_leases VALUES ('s', 'p/old', 'p', 'job', 3, 2, ` + itoa(granted.UnixNano()) + `, ` + itoa(granted.Add(time.Minute).UnixNano()) + `)`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	db.Close()
+
+	ctx := context.Background()
+	b, err := local.Open(ctx, path, local.Options{Stack: "s"})
+	if err != nil {
+		t.Fatalf("opening a version-1 file: %v", err)
+	}
+	defer b.Close()
+	recs, err := b.PoolStore().LoadLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].LeaseID != "p/old" || recs[0].Slots != 2 || recs[0].Priority != 3 ||
+		!recs[0].ExpiresAt.Equal(granted.Add(time.Minute)) || recs[0].TTL != 0 {
+		t.Fatalf("records after migration: %+v", recs)
+	}
+	rec := pools.LeaseRecord{LeaseID: "p/new", Pool: "p", Slots: 1, GrantedAt: granted, ExpiresAt: granted.Add(3 * time.Minute), TTL: time.Minute}
+	if err := b.PoolStore().PutLease(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = b.PoolStore().LoadLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].LeaseID != "p/new" || recs[0].TTL != time.Minute {
+		t.Fatalf("records after a new put: %+v", recs)
+	}
+	var v int
+	check, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() {
+		t.Fatalf("schema version %d (%v), want %d", v, err, local.SchemaVersion())
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
