@@ -92,7 +92,7 @@ func TestStoreRecordsLeaseLifecycle(t *testing.T) {
 	start := clk.Now()
 	l := mustAcquire(t, m, "p", Request{TaskID: "a", Priority: 7, Slots: 2})
 	rec, ok := st.record(t, l.ID())
-	want := LeaseRecord{LeaseID: l.ID(), Pool: "p", TaskID: "a", Priority: 7, Slots: 2, GrantedAt: start, ExpiresAt: start.Add(time.Minute)}
+	want := LeaseRecord{LeaseID: l.ID(), Pool: "p", TaskID: "a", Priority: 7, Slots: 2, GrantedAt: start, ExpiresAt: start.Add(time.Minute), TTL: time.Minute}
 	if !ok || rec != want {
 		t.Fatalf("record after grant = %+v (found %v), want %+v", rec, ok, want)
 	}
