@@ -190,6 +190,8 @@ func TestVariableErrors(t *testing.T) {
 	writeFile(t, bad, "n = \n")
 	ref := filepath.Join(dir, "ref.hcl")
 	writeFile(t, ref, "n = var.m\n")
+	str := filepath.Join(dir, "str.hcl")
+	writeFile(t, str, "n = \"many\"\n")
 	src := map[string][]byte{"main.hcl": []byte("variable \"n\" {\n  type = number\n  default = 1\n}\nvariable \"l\" {\n  type = list(number)\n  default = []\n}\n")}
 	for _, tc := range []struct {
 		name string
@@ -198,8 +200,9 @@ func TestVariableErrors(t *testing.T) {
 	}{
 		{"undeclared flag", Vars{Flags: []string{"x=1"}}, "Value for undeclared variable"},
 		{"malformed flag", Vars{Flags: []string{"novalue"}}, "Invalid -var option"},
-		{"wrong type flag", Vars{Flags: []string{"n=abc"}}, "Invalid value for variable"},
-		{"wrong type env", Vars{Env: []string{"RPD_VAR_n=abc"}}, "Invalid value for variable"},
+		{"wrong type flag", Vars{Flags: []string{"n=abc"}}, "by the -var option is not valid"},
+		{"wrong type env", Vars{Env: []string{"RPD_VAR_n=abc"}}, "by the environment variable RPD_VAR_n is not valid"},
+		{"wrong type var file", Vars{Files: []string{str}}, "by the variable file " + str + " is not valid"},
 		{"bad list expression", Vars{Flags: []string{"l=[1,"}}, "Invalid value for variable"},
 		{"missing var file", Vars{Files: []string{filepath.Join(dir, "nope.hcl")}}, "Failed to read file"},
 		{"var file syntax", Vars{Files: []string{bad}}, "Invalid expression"},

@@ -85,7 +85,9 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 		order = append(order, v)
 	}
 
-	set := func(name string, raw cty.Value, rng *hcl.Range, fromString bool, undeclared func() *hcl.Diagnostic) {
+	// set gives variable name the value raw from source ("-var option",
+	// "environment variable RPD_VAR_x", "variable file F").
+	set := func(name, source string, raw cty.Value, rng *hcl.Range, fromString bool, undeclared func() *hcl.Diagnostic) {
 		v, ok := vars[name]
 		if !ok {
 			if d := undeclared(); d != nil {
@@ -98,7 +100,7 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Invalid value for variable",
-				Detail:   fmt.Sprintf("The value given for variable %q is not valid: %s.", name, err),
+				Detail:   fmt.Sprintf("The value given for variable %q by the %s is not valid: %s. Fix the %s.", name, source, err, source),
 				Subject:  subjectOr(rng, v.decl.DefRange),
 			})
 			v.value = cty.DynamicVal
@@ -116,7 +118,7 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 			continue
 		}
 		name := strings.TrimPrefix(k, EnvPrefix)
-		set(name, cty.StringVal(val), nil, true, func() *hcl.Diagnostic { return nil })
+		set(name, "environment variable "+k, cty.StringVal(val), nil, true, func() *hcl.Diagnostic { return nil })
 	}
 
 	// -var-file files, in order.
@@ -167,7 +169,7 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 				continue
 			}
 			a := a
-			set(a.Name, val, a.Expr.Range().Ptr(), false, func() *hcl.Diagnostic {
+			set(a.Name, "variable file "+fn, val, a.Expr.Range().Ptr(), false, func() *hcl.Diagnostic {
 				return &hcl.Diagnostic{
 					Severity: hcl.DiagWarning,
 					Summary:  "Value for undeclared variable",
@@ -190,7 +192,7 @@ func (l *Loader) evalContext(m *module, in Vars) (*hcl.EvalContext, hcl.Diagnost
 			continue
 		}
 		name = strings.TrimSpace(name)
-		set(name, cty.StringVal(val), nil, true, func() *hcl.Diagnostic {
+		set(name, "-var option", cty.StringVal(val), nil, true, func() *hcl.Diagnostic {
 			return &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Value for undeclared variable",
