@@ -53,7 +53,9 @@ func (m *Manager) claim(ctx context.Context, w *waiter, c candidate) (Instance, 
 			}
 		}
 		m.stats.gaveUp.Add(1)
-		m.giveBack(ctx, cfg, c, w.owner)
+		if uerr := m.giveBack(ctx, cfg, c, w.owner); uerr != nil {
+			return Instance{}, &UncertainClaimError{InstanceID: tr.ID, Owner: w.owner, Err: errors.Join(err, uerr)}
+		}
 		if ctx.Err() != nil {
 			return Instance{}, ctx.Err()
 		}
@@ -101,21 +103,36 @@ func (m *Manager) heldBy(ctx context.Context, cfg *Config, id, owner string) (In
 // hold after an ambiguous error is undone (owner "" skips that), then the
 // message is made visible again (lease) or re-sent (delete). It runs on a
 // detached context because it typically runs after ctx ended.
-func (m *Manager) giveBack(ctx context.Context, cfg *Config, c candidate, owner string) {
+//
+// It returns an error only when a claim by owner may still be recorded: the
+// undo (or the check) failed beyond its retries.
+func (m *Manager) giveBack(ctx context.Context, cfg *Config, c candidate, owner string) error {
 	rel := releaseCtx(ctx, cfg)
 	defer rel.cancel()
+	var undoErr error
 	if owner != "" {
-		if _, held := m.heldBy(rel.ctx, cfg, c.entry.InstanceID, owner); held {
-			_, err := m.t.Transition(rel.ctx, Transition{ID: c.entry.InstanceID, From: StateClaimed, To: StateIdle, ExpectOwner: owner})
-			if err != nil {
-				m.stats.releaseErrors.Add(1)
-				m.log.Error("pickup: undoing an abandoned claim failed; Release the instance", "class", cfg.Class, "instance", c.entry.InstanceID, "owner", owner, "err", err)
-			}
+		undoErr = m.undoClaim(rel.ctx, cfg, c.entry.InstanceID, owner)
+		if undoErr != nil {
+			m.stats.releaseErrors.Add(1)
+			m.log.Error("pickup: undoing an abandoned claim failed; Release the instance", "class", cfg.Class, "instance", c.entry.InstanceID, "owner", owner, "err", undoErr)
 		}
 	}
 	if cfg.Mode == ModeLease {
 		m.batch(rel.ctx, cfg, []Message{c.msg}, 0, false)
-		return
+	} else {
+		m.resend(rel.ctx, cfg, c.msg, 0)
 	}
-	m.resend(rel.ctx, cfg, c.msg, 0)
+	return undoErr
+}
+
+// undoClaim returns id to idle if owner holds its claim. A failed
+// condition means owner does not hold it (any more): nothing to undo.
+func (m *Manager) undoClaim(ctx context.Context, cfg *Config, id, owner string) error {
+	return m.retry(ctx, cfg, "undo claim", func() error {
+		_, err := m.t.Transition(ctx, Transition{ID: id, From: StateClaimed, To: StateIdle, ExpectOwner: owner})
+		if errors.Is(err, ErrConditionFailed) {
+			return nil
+		}
+		return err
+	})
 }

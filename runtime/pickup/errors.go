@@ -55,3 +55,19 @@ func (e *ExhaustedError) Error() string {
 
 // Is makes errors.Is(err, ErrExhausted) hold.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// UncertainClaimError: Pickup gave up on a claim after transient errors,
+// the claim may have committed, and undoing it failed too. The instance may
+// therefore be recorded as claimed by Owner; its message was given back.
+// Release(ctx, InstanceID, Owner, ReOffer) returns it to the pool (a failed
+// condition then means it was never claimed).
+type UncertainClaimError struct {
+	InstanceID, Owner string
+	Err               error
+}
+
+func (e *UncertainClaimError) Error() string {
+	return fmt.Sprintf("pickup: claim of instance %s by %q may have committed and could not be undone; Release it: %v", e.InstanceID, e.Owner, e.Err)
+}
+
+func (e *UncertainClaimError) Unwrap() error { return e.Err }

@@ -254,7 +254,7 @@ func (m *Manager) await(ctx context.Context, w *waiter) (event, error) {
 			// the lock we just held) its outcome: take it, and give back
 			// what it held.
 			if ev := <-w.ch; ev.kind == evAssigned {
-				m.giveBack(ctx, m.config(), ev.cand, "")
+				_ = m.giveBack(ctx, m.config(), ev.cand, "") // no claim was attempted: nothing to undo
 			}
 			return event{}, ctx.Err()
 		}
