@@ -2,14 +2,12 @@ package aws_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/internal/awstest"
 	"github.com/rpdhq/rpd/reconcile"
-	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
 // BenchmarkAWSSendReceiveDelete is BenchmarkLocalSendReceiveDelete/batch10
@@ -62,23 +60,5 @@ func BenchmarkAWSTransition(b *testing.B) {
 	if err := be.EnsureTables(ctx); err != nil {
 		b.Fatal(err)
 	}
-	const n = 100
-	for i := 0; i < n; i++ {
-		if err := be.Instances().Put(ctx, pickup.Instance{ID: fmt.Sprintf("i-%03d", i), Class: "c", State: pickup.StateIdle}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	t := be.Instances()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		tr := pickup.Transition{ID: fmt.Sprintf("i-%03d", i%n), From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w"}
-		if (i/n)%2 == 1 {
-			tr = pickup.Transition{ID: tr.ID, From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "w"}
-		}
-		if _, err := t.Transition(ctx, tr); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+	backendtest.BenchTransition(b, be.Instances())
 }

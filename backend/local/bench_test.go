@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/reconcile"
-	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
 // BenchmarkLocalSendReceiveDelete measures messages/s through the SQLite
@@ -65,26 +65,7 @@ func BenchmarkLocalSendReceiveDelete(b *testing.B) {
 // iteration moves one of 100 instances idle→claimed or back.
 func BenchmarkLocalTransition(b *testing.B) {
 	be := openAt(b, filepath.Join(b.TempDir(), "bench.db"), "s", nil)
-	ctx := context.Background()
-	const n = 100
-	for i := 0; i < n; i++ {
-		if err := be.Instances().Put(ctx, pickup.Instance{ID: fmt.Sprintf("i-%03d", i), Class: "c", State: pickup.StateIdle}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	t := be.Instances()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		tr := pickup.Transition{ID: fmt.Sprintf("i-%03d", i%n), From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w"}
-		if (i/n)%2 == 1 {
-			tr = pickup.Transition{ID: tr.ID, From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "w"}
-		}
-		if _, err := t.Transition(ctx, tr); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "transitions/s")
+	backendtest.BenchTransition(b, be.Instances())
 }
 
 // BenchmarkBaselineSQLite is the same-run baseline for the two benchmarks
