@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/client"
@@ -18,9 +21,15 @@ import (
 const runCmdHelp = `
 Acquires slots of a pool from the rpd daemon, runs CMD with ARGS while
 heartbeating the lease, and releases the slots whatever happens: when CMD
-exits, fails to start, or rpd run is interrupted. SIGINT, SIGTERM, SIGHUP
-and SIGQUIT are forwarded to CMD. The exit status is CMD's (128+N when a
-signal N ended it); 1 when the slots could not be acquired.
+exits, fails to start, or rpd run is interrupted. The exit status is CMD's
+(128+N when a signal N ended it); 1 when the slots could not be acquired.
+
+CMD runs in a process group of its own, like under a supervisor: SIGINT,
+SIGTERM, SIGHUP and SIGQUIT sent to rpd run (or to its process group, as a
+CI runner does) are forwarded to CMD exactly once. When rpd run is the
+foreground job of a terminal, CMD's group is made the terminal's
+foreground group while it runs, so CMD reads the terminal and receives
+Ctrl-C itself (once); rpd run takes the terminal back when CMD exits.
 
 The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
 bearer token is RPD_TOKEN.
@@ -91,6 +100,15 @@ func runRun(ctx context.Context, e *env, args []string) int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
+	// The command gets a process group of its own, so that a signal sent
+	// to rpd run's group reaches it once (forwarded), not twice (directly
+	// and forwarded). On a terminal its group becomes the foreground one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	tty, onTTY := foregroundTTY(e.stdin)
+	if onTTY {
+		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
+		defer reclaimTTY(tty)
+	}
 	// Forward signals from now on; the context main cancels on SIGINT and
 	// SIGTERM is not used while the command runs, the command decides.
 	sigs := make(chan os.Signal, 4)
@@ -121,6 +139,30 @@ loop:
 	stopHB()
 	<-hbDone
 	return exitCode(e, argv[0], waitErr)
+}
+
+// foregroundTTY returns stdin's descriptor when it is a terminal whose
+// foreground process group is rpd run's own.
+func foregroundTTY(stdin io.Reader) (int, bool) {
+	f, ok := stdin.(*os.File)
+	if !ok {
+		return 0, false
+	}
+	fd := int(f.Fd())
+	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	if err != nil || pgrp != syscall.Getpgrp() {
+		return 0, false // not a terminal, or rpd run is a background job
+	}
+	return fd, true
+}
+
+// reclaimTTY makes rpd run's process group the terminal's foreground group
+// again after the command, which held it, has exited. A background group
+// calling TIOCSPGRP gets SIGTTOU, which is ignored for the call.
+func reclaimTTY(fd int) {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
 }
 
 // acquireLoop long-polls until granted, ctx ends, or wait (if > 0) passes.

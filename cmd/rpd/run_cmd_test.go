@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rpdhq/rpd/api"
 )
@@ -141,5 +145,173 @@ func TestBytesText(t *testing.T) {
 		if got := bytesText(n); got != want {
 			t.Errorf("bytesText(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// waitFile polls for path to exist, at most 5 s.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within 5s", path)
+}
+
+// countLines is the number of lines in path (0 when it does not exist).
+func countLines(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
+// intCounter is a command that appends a line to its file per SIGINT,
+// exits 42 on SIGTERM and 9 after 10 s. It copies its /proc stat line to
+// marker when it starts.
+func intCounter(marker, ints string) []string {
+	return []string{"sh", "-c", `trap 'echo int >> ` + ints + `' INT; trap 'exit 42' TERM; cat /proc/$$/stat > ` + marker + `.tmp; mv ` + marker + `.tmp ` + marker +
+		`; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; exit 9`}
+}
+
+// procStat is the part of a /proc/PID/stat line the tests look at.
+type procStat struct{ pid, pgrp, tpgid int }
+
+// readProcStat parses the /proc/PID/stat copy a command wrote to path.
+func readProcStat(t *testing.T, path string) procStat {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := string(b)
+	var st procStat
+	if _, err := fmt.Sscan(line, &st.pid); err != nil {
+		t.Fatalf("%s: %q: %v", path, line, err)
+	}
+	i := strings.LastIndex(line, ")")
+	f := strings.Fields(line[i+1:]) // state ppid pgrp session tty_nr tpgid ...
+	if i < 0 || len(f) < 6 {
+		t.Fatalf("%s: not a /proc stat line: %q", path, line)
+	}
+	if _, err := fmt.Sscan(f[2]+" "+f[5], &st.pgrp, &st.tpgid); err != nil {
+		t.Fatalf("%s: %q: %v", path, line, err)
+	}
+	return st
+}
+
+// A SIGINT sent to rpd run's whole process group (what a terminal's
+// Ctrl-C or a CI runner does) reaches the command once: the command has a
+// process group of its own and gets the signal only by forwarding.
+func TestRunSignalToProcessGroupReachesCommandOnce(t *testing.T) {
+	conf, cwd := t.TempDir(), t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
+	ld := startRPD(t, cwd, nil, "watch", conf)
+	marker, ints := filepath.Join(cwd, "started"), filepath.Join(cwd, "ints")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rpdBinary, append([]string{"run", "-addr", ld.addr, "-pool", "db", "--"}, intCounter(marker, ints)...)...)
+	cmd.Env = cleanEnv()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group to signal, like a job's
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, marker)
+	if st := readProcStat(t, marker); st.pgrp != st.pid || st.pgrp == cmd.Process.Pid {
+		t.Fatalf("the command (pid %d) is in process group %d, want a group of its own, not rpd run's %d", st.pid, st.pgrp, cmd.Process.Pid)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && countLines(ints) == 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // a second delivery would land by now
+	if n := countLines(ints); n != 1 {
+		t.Fatalf("the command saw %d SIGINTs for one sent to rpd run's process group, want 1", n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 42 {
+		t.Fatalf("rpd run after SIGTERM: exit %d (%v), want the command's 42; stderr:\n%s", code, err, stderr.String())
+	}
+	if ps := ld.pool("db"); ps.Used != 0 {
+		t.Fatalf("the slot was not released: %+v", ps)
+	}
+}
+
+// openPTY returns the master and the slave of a new pseudo-terminal.
+func openPTY(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// On a terminal, the command is the foreground job while it runs: it reads
+// the terminal (instead of being stopped by SIGTTIN) and Ctrl-C reaches it
+// once; rpd run itself is not interrupted and returns the command's code.
+func TestRunOnATerminal(t *testing.T) {
+	conf, cwd := t.TempDir(), t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
+	ld := startRPD(t, cwd, nil, "watch", conf)
+	master, slave := openPTY(t)
+	marker, ints, got := filepath.Join(cwd, "started"), filepath.Join(cwd, "ints"), filepath.Join(cwd, "got")
+	script := `trap 'echo int >> ` + ints + `' INT; cat /proc/$$/stat > ` + marker + `.tmp; mv ` + marker + `.tmp ` + marker + `; read line; echo "$line" > ` + got +
+		`; i=0; while [ $i -lt 200 ] && [ ! -s ` + ints + ` ]; do sleep 0.05; i=$((i+1)); done; exit 7`
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rpdBinary, "run", "-addr", ld.addr, "-pool", "db", "--", "sh", "-c", script)
+	cmd.Env = cleanEnv()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+	// rpd run leads a session whose controlling terminal is the pty: it is
+	// the terminal's foreground job, as when typed at a shell.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, master) }() // drain the echo
+	waitFile(t, marker)
+	if st := readProcStat(t, marker); st.pgrp != st.pid || st.tpgid != st.pgrp {
+		t.Fatalf("the command (pid %d, group %d) is not the terminal's foreground group (%d)", st.pid, st.pgrp, st.tpgid)
+	}
+	if _, err := master.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, got)
+	if _, err := master.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 7 {
+		t.Fatalf("rpd run on a terminal after Ctrl-C: exit %d (%v), want the command's 7", code, err)
+	}
+	if b, _ := os.ReadFile(got); strings.TrimSpace(string(b)) != "hello" {
+		t.Fatalf("the command read %q from the terminal, want hello", b)
+	}
+	if n := countLines(ints); n != 1 {
+		t.Fatalf("the command saw %d SIGINTs for one Ctrl-C, want 1", n)
+	}
+	if ps := ld.pool("db"); ps.Used != 0 {
+		t.Fatalf("the slot was not released: %+v", ps)
 	}
 }
