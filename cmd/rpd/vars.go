@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/mitchellh/go-wordwrap"
 
 	"github.com/rpdhq/rpd/spec"
 )
@@ -87,13 +89,118 @@ func (e *env) width(w io.Writer) uint {
 	return 0
 }
 
-// writeDiagnostics prints diags the way Terraform does: "Error: summary",
-// then "  on FILE line N, in BLOCK:", the source snippet and the detail.
+// writeDiagnostics prints diags in Terraform's layout. Without colour it
+// is Terraform's plain form:
+//
+//	(blank line)
+//	Error: summary
+//	(blank line)
+//	  on FILE line N, in BLOCK:
+//	   N: source line
+//	(blank line)
+//	detail
+//
+// With colour, the same text framed by a red (yellow for warnings) rule
+// "╷ │ ╵" in the left margin, the summary in bold and the offending range
+// of the snippet underlined.
 func writeDiagnostics(w io.Writer, files map[string]*hcl.File, diags hcl.Diagnostics, color bool, width uint) {
 	sorted := append(hcl.Diagnostics(nil), diags...)
 	spec.SortDiagnostics(sorted)
-	tw := hcl.NewDiagnosticTextWriter(w, files, width, color)
 	for _, d := range sorted {
-		_ = tw.WriteDiagnostic(d)
+		_, _ = io.WriteString(w, formatDiagnostic(d, files, colorizer(color), int(width)))
 	}
+}
+
+// formatDiagnostic renders one diagnostic; see writeDiagnostics.
+func formatDiagnostic(d *hcl.Diagnostic, files map[string]*hcl.File, c colorizer, width int) string {
+	var b strings.Builder
+	label, paint := "Error: ", c.red
+	if d.Severity == hcl.DiagWarning {
+		label, paint = "Warning: ", c.yellow
+	}
+	rule := 0 // width of the left rule
+	if c {
+		rule = 2
+		b.WriteString(c.bold(paint(label)) + c.bold(d.Summary) + "\n\n")
+	} else {
+		b.WriteString("\n" + label + d.Summary + "\n\n")
+	}
+	writeSnippet(&b, d, files, c)
+	if d.Detail != "" {
+		for _, line := range strings.Split(d.Detail, "\n") {
+			if width-rule-1 > 0 && !strings.HasPrefix(line, " ") {
+				line = wordwrap.WrapString(line, uint(width-rule-1))
+			}
+			b.WriteString(line + "\n")
+		}
+	}
+	if !c {
+		return b.String()
+	}
+	var framed strings.Builder
+	framed.WriteString(paint("╷") + "\n")
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if line == "" {
+			framed.WriteString(paint("│") + "\n")
+		} else {
+			framed.WriteString(paint("│") + " " + line + "\n")
+		}
+	}
+	framed.WriteString(paint("╵") + "\n")
+	return framed.String()
+}
+
+// writeSnippet writes "  on FILE line N, in BLOCK:" and the numbered
+// source lines of the diagnostic's subject (and context), then a blank
+// line; nothing when the diagnostic has no subject.
+func writeSnippet(b *strings.Builder, d *hcl.Diagnostic, files map[string]*hcl.File, c colorizer) {
+	if d.Subject == nil {
+		return
+	}
+	subj := *d.Subject
+	f := files[subj.Filename]
+	if f == nil || f.Bytes == nil {
+		fmt.Fprintf(b, "  on %s line %d:\n  (source code not available)\n\n", subj.Filename, subj.Start.Line)
+		return
+	}
+	src := f.Bytes
+	in := ""
+	if nav, ok := f.Nav.(interface{ ContextString(offset int) string }); ok {
+		if s := nav.ContextString(subj.Start.Byte); s != "" {
+			in = ", in " + s
+		}
+	}
+	fmt.Fprintf(b, "  on %s line %d%s:\n", subj.Filename, subj.Start.Line, in)
+	shown := subj
+	if d.Context != nil && d.Context.Filename == subj.Filename {
+		shown = hcl.RangeOver(shown, *d.Context)
+	}
+	// Widen to whole lines, within the file.
+	start := min(max(shown.Start.Byte, 0), len(src))
+	end := min(max(shown.End.Byte, start), len(src))
+	for start > 0 && src[start-1] != '\n' {
+		start--
+	}
+	switch i := bytes.IndexByte(src[end:], '\n'); {
+	case end > start && src[end-1] == '\n': // a range ending just past a newline
+		end--
+	case i >= 0:
+		end += i
+	default:
+		end = len(src)
+	}
+	code := string(src[start:end])
+	hs := min(max(subj.Start.Byte-start, 0), len(code))
+	he := min(max(subj.End.Byte-start, hs), len(code))
+	if c && he > hs {
+		code = code[:hs] + "\x1b[4m" + code[hs:he] + "\x1b[0m" + code[he:]
+	}
+	first := shown.Start.Line
+	if first < 1 {
+		first = 1
+	}
+	for i, line := range strings.Split(strings.TrimRight(code, "\r"), "\n") {
+		fmt.Fprintf(b, "%4d: %s\n", first+i, strings.TrimRight(line, "\r"))
+	}
+	b.WriteByte('\n')
 }

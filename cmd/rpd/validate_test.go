@@ -1,0 +1,71 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+// TestDiagnosticLayout pins the exact text of Terraform's diagnostic
+// layout: plain without colour, framed by "╷ │ ╵" with colour.
+func TestDiagnosticLayout(t *testing.T) {
+	src := []byte("pool \"p\" {\n  slots = -1\n}\n")
+	f, diags := hclsyntax.ParseConfig(src, "main.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	files := map[string]*hcl.File{"main.hcl": f}
+	subj := hcl.Range{Filename: "main.hcl", Start: hcl.Pos{Line: 2, Column: 11, Byte: 21}, End: hcl.Pos{Line: 2, Column: 13, Byte: 23}}
+	d := &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid value", Detail: "slots must be at least 1; got -1.", Subject: &subj}
+
+	plain := formatDiagnostic(d, files, false, 0)
+	want := "\nError: Invalid value\n\n" +
+		"  on main.hcl line 2, in pool \"p\":\n" +
+		"   2:   slots = -1\n\n" +
+		"slots must be at least 1; got -1.\n"
+	if plain != want {
+		t.Errorf("plain:\n%q\nwant\n%q", plain, want)
+	}
+
+	red := func(s string) string { return "\x1b[31m" + s + "\x1b[0m" }
+	col := formatDiagnostic(d, files, true, 0)
+	want = red("╷") + "\n" +
+		red("│") + " \x1b[1m\x1b[31mError: \x1b[0m\x1b[0m\x1b[1mInvalid value\x1b[0m\n" +
+		red("│") + "\n" +
+		red("│") + "   on main.hcl line 2, in pool \"p\":\n" +
+		red("│") + "    2:   slots = \x1b[4m-1\x1b[0m\n" +
+		red("│") + "\n" +
+		red("│") + " slots must be at least 1; got -1.\n" +
+		red("╵") + "\n"
+	if col != want {
+		t.Errorf("colour:\n%q\nwant\n%q", col, want)
+	}
+
+	// A context over several lines shows them all; the detail wraps at
+	// the width.
+	block := hcl.Range{Filename: "main.hcl", Start: hcl.Pos{Line: 1, Column: 1, Byte: 0}, End: hcl.Pos{Line: 3, Column: 2, Byte: 25}}
+	w := &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Odd", Detail: "one two three four five six", Subject: &subj, Context: &block}
+	got := formatDiagnostic(w, files, false, 15)
+	want = "\nWarning: Odd\n\n" +
+		"  on main.hcl line 2, in pool \"p\":\n" +
+		"   1: pool \"p\" {\n   2:   slots = -1\n   3: }\n\n" +
+		"one two three\nfour five six\n"
+	if got != want {
+		t.Errorf("context and wrap:\n%q\nwant\n%q", got, want)
+	}
+
+	// No source at hand, no subject at all, a subject past the end: no panic, still readable.
+	lost := hcl.Range{Filename: "gone.hcl", Start: hcl.Pos{Line: 4, Column: 1}}
+	if got := formatDiagnostic(&hcl.Diagnostic{Summary: "S", Subject: &lost}, files, false, 0); !strings.Contains(got, "  on gone.hcl line 4:\n  (source code not available)\n") {
+		t.Errorf("missing source: %q", got)
+	}
+	if got := formatDiagnostic(&hcl.Diagnostic{Summary: "S", Detail: "D"}, files, false, 0); got != "\nError: S\n\nD\n" {
+		t.Errorf("no subject: %q", got)
+	}
+	past := hcl.Range{Filename: "main.hcl", Start: hcl.Pos{Line: 9, Column: 1, Byte: 900}, End: hcl.Pos{Line: 9, Column: 2, Byte: 901}}
+	if got := formatDiagnostic(&hcl.Diagnostic{Summary: "S", Subject: &past}, files, true, 0); !strings.Contains(got, "on main.hcl line 9") {
+		t.Errorf("subject past the end: %q", got)
+	}
+}
