@@ -71,11 +71,11 @@ const malformedBody = `{"instanceId":"junk","usageClass":"spot"}`
 // benchMixed runs concurrent pickups on a queue mixing matches (on-demand),
 // misfits (spot) and malformed messages until b.N decisions were made, and
 // reports decisions/s and the pickup latency.
-func benchMixed(b *testing.B, rawQ pickup.Queue, rawT pickup.InstanceTable, class string, workers int, rtt time.Duration) {
+func benchMixed(b *testing.B, rawQ pickup.Queue, rawT pickup.InstanceTable, class string, workers int, rtt time.Duration, mode pickup.Mode) {
 	ctx := context.Background()
 	cfg := pickup.Config{
 		Class: class, CPU: 2, Mem: 4 << 30, InstanceTypes: []string{"c6i.*"},
-		RequeueDelay: time.Second, EmptyConfirmWait: pickup.ShortPollConfirm,
+		RequeueDelay: time.Second, EmptyConfirmWait: pickup.ShortPollConfirm, Mode: mode,
 	}
 	if rtt == 0 {
 		cfg.RequeueDelay = time.Millisecond // the local backend counts in ms: misfits return at once
@@ -175,7 +175,14 @@ func benchLocal(b *testing.B) (pickup.Queue, pickup.InstanceTable) {
 // discard) on the SQLite backend.
 func BenchmarkPickupLocal(b *testing.B) {
 	q, t := benchLocal(b)
-	benchMixed(b, q, t, "medium", 16, 0)
+	benchMixed(b, q, t, "medium", 16, 0, pickup.ModeLease)
+}
+
+// BenchmarkPickupLocalDeleteMode is the same-run baseline: the seed's
+// literal loop (delete on receive, re-send misfits).
+func BenchmarkPickupLocalDeleteMode(b *testing.B) {
+	q, t := benchLocal(b)
+	benchMixed(b, q, t, "medium", 16, 0, pickup.ModeDelete)
 }
 
 // BenchmarkPickupLatency10ms: the same with 10 ms added to every backend
@@ -183,7 +190,14 @@ func BenchmarkPickupLocal(b *testing.B) {
 func BenchmarkPickupLatency10ms(b *testing.B) {
 	const rtt = 10 * time.Millisecond
 	q, t := benchLocal(b)
-	benchMixed(b, q, t, "medium", 16, rtt)
+	benchMixed(b, q, t, "medium", 16, rtt, pickup.ModeLease)
+}
+
+// BenchmarkPickupLatency10msDeleteMode: the seed's literal loop with the
+// same added latency, as a baseline.
+func BenchmarkPickupLatency10msDeleteMode(b *testing.B) {
+	q, t := benchLocal(b)
+	benchMixed(b, q, t, "medium", 16, 10*time.Millisecond, pickup.ModeDelete)
 }
 
 // BenchmarkPickupEmulator: the same on the SQS and DynamoDB emulators.
@@ -201,5 +215,5 @@ func BenchmarkPickupEmulator(b *testing.B) {
 	if err := be.CreateQueue(ctx, "rp-"+class, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 		b.Fatal(err)
 	}
-	benchMixed(b, be.Queue("rp-"+class), be.Instances(), class, 16, 0)
+	benchMixed(b, be.Queue("rp-"+class), be.Instances(), class, 16, 0, pickup.ModeLease)
 }

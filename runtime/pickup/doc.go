@@ -50,6 +50,22 @@
 // message is held; when the retries run out, a claim that may have
 // committed is undone and the message given back.
 //
+// The one case a crash can leave an instance claimed without its requester
+// knowing is the crash of the requester itself after the claim committed:
+// the table then names the owner, and Release(id, owner) returns it. A
+// claim given up after transient errors is undone before Pickup returns;
+// if even the undo fails, Pickup says so with an *UncertainClaimError.
+//
+// # Sharing a queue between requests
+//
+// Concurrent Pickup calls share the receives: the goroutine of one waiting
+// request (the leader) receives a batch sized to the number of waiting
+// requests (at most 10), offers each message to the waiting requests in
+// arrival order, and gives misfits back in one batch call while it
+// receives the next batch; each request claims its match in its own
+// goroutine. A request's frequency map lives in the request and is bounded
+// by Config.MaxTracked.
+//
 // Offer and Release write the table first and publish second; a crash in
 // between leaves an idle record without a message, which Offer (idempotent
 // up to harmless duplicates) repairs.

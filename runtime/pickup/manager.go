@@ -357,6 +357,8 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 			wg.Go(func() { m.batch(rel.ctx, cfg, requeues, cfg.RequeueDelay, false) })
 			wg.Go(func() { m.batch(rel.ctx, cfg, spare, 0, false) })
 		} else {
+			// Settled messages from before a switch to delete mode.
+			wg.Go(func() { m.batch(rel.ctx, cfg, deletes, 0, true) })
 			for _, msg := range requeues {
 				wg.Go(func() { m.resend(rel.ctx, cfg, msg, cfg.RequeueDelay) })
 			}
