@@ -1,15 +1,14 @@
 package awstest
 
 import (
+	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,7 @@ const (
 	SecretKey = "test"
 )
 
-// startTimeout bounds how long Start waits for an emulator to answer.
+// startTimeout bounds how long Start waits for an emulator to listen.
 const startTimeout = 20 * time.Second
 
 // Endpoints are the base URLs of running emulators.
@@ -93,49 +92,73 @@ func Start(t testing.TB) Endpoints {
 		t.Skipf("awstest: skipping the aws emulator tests: %s", missing)
 	}
 
-	sqsPort, ddbPort := freePort(t), freePort(t)
-	sqsScript := fmt.Sprintf(`require(%q).createSqsServer({port: %d, hostname: "127.0.0.1", emulateQueueCreationLifecycle: false}).catch(e => { console.error(e); process.exit(1) })`,
-		filepath.Join(dir, "node_modules", "local-aws-sqs"), sqsPort)
-	e := Endpoints{
-		SQS:      fmt.Sprintf("http://127.0.0.1:%d", sqsPort),
-		DynamoDB: fmt.Sprintf("http://127.0.0.1:%d", ddbPort),
-	}
+	// Each emulator listens on a port the kernel picks and prints it: a
+	// port chosen here and bound later could be taken meanwhile by another
+	// test binary, and a readiness probe would then find that one's
+	// emulator.
+	sqsScript := fmt.Sprintf(`require(%q).createSqsServer({port: 0, hostname: "127.0.0.1", emulateQueueCreationLifecycle: false})
+		.then(s => console.log(%q + s.address().port), e => { console.error(e); process.exit(1) })`,
+		filepath.Join(dir, "node_modules", "local-aws-sqs"), portLine)
+	ddbScript := fmt.Sprintf(`const s = require(%q)({createTableMs: 10, deleteTableMs: 10, updateTableMs: 10});
+		s.on("error", e => { console.error(e); process.exit(1) });
+		s.listen(0, "127.0.0.1", () => console.log(%q + s.address().port))`,
+		filepath.Join(dir, "node_modules", "dynalite"), portLine)
 	var wg sync.WaitGroup
+	urls := make([]string, 2)
 	errs := make([]error, 2)
-	for i, p := range []struct {
-		name, url string
-		argv      []string
-	}{
-		{"local-aws-sqs", e.SQS, []string{node, "-e", sqsScript}},
-		// Short create/delete delays keep EnsureTables fast.
-		{"dynalite", e.DynamoDB, []string{node, filepath.Join(dir, "node_modules", "dynalite", "cli.js"), "--port", fmt.Sprint(ddbPort), "--host", "127.0.0.1", "--createTableMs", "10", "--deleteTableMs", "10", "--updateTableMs", "10"}},
+	for i, p := range []struct{ name, script string }{
+		{"local-aws-sqs", sqsScript},
+		{"dynalite", ddbScript},
 	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = start(t, p.name, p.url, p.argv)
+			urls[i], errs[i] = start(t, p.name, []string{node, "-e", p.script})
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("awstest: %v", err)
 	}
-	return e
+	return Endpoints{SQS: urls[0], DynamoDB: urls[1]}
 }
 
-// start runs one emulator in its own process group and waits until it
-// answers HTTP at url.
-func start(t testing.TB, name, url string, argv []string) error {
-	var stderr bytes.Buffer
+// portLine prefixes the line on which an emulator script reports its port.
+const portLine = "awstest-listening-on-port "
+
+// start runs one emulator in its own process group, waits for it to report
+// the port it listens on, and returns its base URL.
+func start(t testing.TB, name string, argv []string) (string, error) {
+	var stderr lockedBuffer
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = procAttr()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", fmt.Errorf("start %s: %w", name, err)
+	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", name, err)
+		return "", fmt.Errorf("start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	port := make(chan string, 1)
+	go func() {
+		// Read stdout to its end (so the emulator never blocks on a full
+		// pipe), then reap the process.
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if p, ok := strings.CutPrefix(sc.Text(), portLine); ok {
+				select {
+				case port <- p:
+				default:
+				}
+			} else {
+				stderr.Write(append(sc.Bytes(), '\n'))
+			}
+		}
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		select {
@@ -144,33 +167,36 @@ func start(t testing.TB, name, url string, argv []string) error {
 			t.Logf("awstest: %s (pid %d) did not exit within 5s of SIGKILL", name, cmd.Process.Pid)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader("{}"))
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			return nil
+	select {
+	case p := <-port:
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("%s reported port %q, not a port number", name, p)
 		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%s exited before answering on %s: %s", name, url, strings.TrimSpace(stderr.String()))
-		case <-ctx.Done():
-			return fmt.Errorf("%s did not answer on %s within %v: %s", name, url, startTimeout, strings.TrimSpace(stderr.String()))
-		case <-time.After(50 * time.Millisecond):
-		}
+		return "http://127.0.0.1:" + p, nil
+	case <-exited:
+		return "", fmt.Errorf("%s exited before listening: %s", name, strings.TrimSpace(stderr.String()))
+	case <-time.After(startTimeout):
+		return "", fmt.Errorf("%s did not listen within %v: %s", name, startTimeout, strings.TrimSpace(stderr.String()))
 	}
 }
 
-// freePort returns a 127.0.0.1 port that was free a moment ago.
-func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("awstest: find a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+// lockedBuffer is a bytes.Buffer the emulator's output goroutines and
+// start can use at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // emulatorDir finds test/emulators by walking up from the working
