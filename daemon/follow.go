@@ -73,7 +73,9 @@ func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult 
 	prev := d.reloader.state()
 	doc, version, err := d.backend.state.ReadState(ctx)
 	if err != nil {
-		return d.rejectLocked(prev, prev.attempted, start, fmt.Errorf("read the runtime document: %w", err))
+		// Nothing was attempted: forget the last document, so that the next
+		// successful read applies it again and reports the reload healthy.
+		return d.rejectLocked(prev, "", start, fmt.Errorf("read the runtime document: %w", err))
 	}
 	sum := sha256.Sum256(doc)
 	hash := hex.EncodeToString(sum[:])

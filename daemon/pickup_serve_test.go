@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,5 +174,46 @@ func TestRemovingANonEmptyQueueIsRefused(t *testing.T) {
 	got, err := td.c.Pickup(ctx, "medium", api.PickupRequest{WorkerID: "w"})
 	if err != nil || got.InstanceID != "i-9" {
 		t.Fatalf("the class stopped serving after a refused removal: %+v, %v", got, err)
+	}
+}
+
+// flakyState fails ReadState while fail is set.
+type flakyState struct {
+	reconcile.StateStore
+	fail atomic.Bool
+}
+
+func (f *flakyState) ReadState(ctx context.Context) ([]byte, int64, error) {
+	if f.fail.Load() {
+		return nil, 0, errors.New("injected: backend unreachable")
+	}
+	return f.StateStore.ReadState(ctx)
+}
+
+// A failed read of the runtime document is reported, and the next good
+// read of the same document reports the reload healthy again (status and
+// metric) without a version change.
+func TestServeRecoversFromAFailedRead(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	td := startDaemonIn(t, dir, state, func(o *Options) {
+		o.Mode = ModeServe
+		o.StatePoll = time.Hour // this test drives every read
+	})
+	ctx := ctxT(t)
+	fs := &flakyState{StateStore: td.d.backend.state}
+	td.d.backend.state = fs
+	v0 := td.d.Status().ConfigVersion
+	fs.fail.Store(true)
+	if res := td.d.reloadIfChanged(ctx); res.OK || !strings.Contains(res.Error, "injected") || res.ConfigVersion != v0 {
+		t.Fatalf("reload with the backend down = %+v, want a failure at version %d", res, v0)
+	}
+	fs.fail.Store(false)
+	res := td.d.reloadIfChanged(ctx)
+	if !res.OK || res.ConfigVersion != v0 || res.Changed {
+		t.Fatalf("reload once the backend answers again = %+v, want ok and unchanged at version %d", res, v0)
+	}
+	if st := td.d.Status(); !st.LastReload.OK {
+		t.Fatalf("status still reports the failed read: %+v", st.LastReload)
 	}
 }
