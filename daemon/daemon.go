@@ -224,7 +224,10 @@ func (d *Daemon) Handler() http.Handler { return d.handler }
 // accepting connections, wakes every waiting request (they answer 503),
 // waits up to DrainTimeout for in-flight requests, and closes the backend.
 // Held pool leases are already durable in the backend and are restored by
-// the next daemon. Run returns nil after a clean shutdown.
+// the next daemon. Budget permits and VM-ceiling claims live in this
+// process only: the shutdown drops them, with a warning saying how many,
+// and the next daemon starts with every budget full and no local claims.
+// Run returns nil after a clean shutdown.
 func (d *Daemon) Run(ctx context.Context) error {
 	ran := false
 	d.runOnce.Do(func() { ran = true })
@@ -281,9 +284,29 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
 		_ = srv.Close()
 	}
+	d.warnVolatile()
 	d.close()
 	d.log.Info("rpd daemon stopped")
 	return err
+}
+
+// warnVolatile logs the grants a shutdown drops: budget permits and
+// VM-ceiling claims are not persisted (pool leases are).
+func (d *Daemon) warnVolatile() {
+	permits := 0
+	for _, n := range d.permits.count() {
+		permits += n
+	}
+	claims := 0
+	d.comp.mu.RLock()
+	for _, ce := range d.comp.ceilings {
+		claims += ce.ledger.Status().LocalClaims
+	}
+	d.comp.mu.RUnlock()
+	if permits+claims > 0 {
+		d.log.Warn("shutdown drops the budget permits and VM-ceiling claims held: they live in memory only (pool leases are persisted); their holders get 404 on heartbeat, confirm or release from the next daemon and must ask again, and a ceiling may briefly over-book VMs started under a dropped claim that the provider's figure does not count yet",
+			"budget_permits", permits, "ceiling_claims", claims)
+	}
 }
 
 func (d *Daemon) close() {

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,5 +85,58 @@ func TestPermitTableConcurrentRace(t *testing.T) {
 	clock.Advance(time.Hour)
 	if got := releases.Load(); got != workers*per {
 		t.Fatalf("%d releases for %d permits", got, workers*per)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A shutdown says how many in-memory grants (budget permits, ceiling
+// claims) it drops; with none held it says nothing.
+func TestShutdownWarnsOfDroppedPermitsAndClaims(t *testing.T) {
+	const body = "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 3\n  grant = \"immediate\"\n}\n"
+	var logs syncBuffer
+	withLog := func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }
+
+	idle := startDaemon(t, body, withLog)
+	if err := idle.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "shutdown drops") {
+		t.Fatalf("a shutdown with nothing held warned of dropped grants:\n%s", logs.String())
+	}
+
+	td := startDaemon(t, body, withLog)
+	ctx := ctxT(t)
+	if _, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.PushUsage(ctx, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := td.stop(); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "shutdown drops") || !strings.Contains(out, "budget_permits=1") || !strings.Contains(out, "ceiling_claims=2") {
+		t.Fatalf("shutdown log does not report 1 permit and 2 claims dropped:\n%s", out)
 	}
 }
