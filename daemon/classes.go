@@ -6,12 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/hcl/v2"
 	"net/http"
 	"reflect"
 	"sort"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
@@ -143,7 +143,8 @@ func (c *components) commitClasses(cp classPlan) ([]string, error) {
 
 // sweepClassesLocked drops removed classes: a pickup manager holds nothing
 // between calls (no goroutine outlives a Pickup), so a removed class goes
-// at once; claimed instances stay releasable through the instance table.
+// at once; its claimed instances stay releasable through the instance
+// table (they are retired, see releaseInstance).
 func (c *components) sweepClassesLocked() {
 	for name, cl := range c.classes {
 		if cl.retained {
@@ -151,8 +152,6 @@ func (c *components) sweepClassesLocked() {
 		}
 	}
 }
-
-func (c *components) closeClassesLocked() {}
 
 func (c *components) class(name string) (*class, bool) {
 	c.mu.RLock()
@@ -300,14 +299,25 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s is %s, not claimed; nothing to release", id, inst.State)})
 		return
 	}
-	cl, ok := d.comp.class(inst.Class)
-	if !ok {
-		d.fail(w, r, notFound("instance %s belongs to runner_class %q, which is not configured", id, inst.Class))
-		return
-	}
 	owner := req.Owner
 	if owner == "" {
 		owner = inst.Owner
+	}
+	cl, ok := d.comp.class(inst.Class)
+	if !ok {
+		// The class was removed from the configuration: there is no queue
+		// to re-offer the instance to, so it is retired, never left
+		// claimed for good.
+		out, err := d.backend.instances.Transition(r.Context(), pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateRetired, ExpectOwner: owner})
+		if err != nil {
+			if errors.Is(err, pickup.ErrConditionFailed) {
+				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s of removed runner_class %q: %v", id, inst.Class, err)}
+			}
+			d.fail(w, r, err)
+			return
+		}
+		_ = writeJSON(w, http.StatusOK, instanceJSON(out))
+		return
 	}
 	disp := pickup.ReOffer
 	if req.Retire {

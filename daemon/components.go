@@ -400,7 +400,6 @@ func (c *components) close() {
 	for _, ce := range c.ceilings {
 		ce.stopUsage()
 	}
-	c.closeClassesLocked()
 }
 
 func (c *components) budget(name string) (*budget, bool) {

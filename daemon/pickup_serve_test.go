@@ -217,3 +217,33 @@ func TestServeRecoversFromAFailedRead(t *testing.T) {
 		t.Fatalf("status still reports the failed read: %+v", st.LastReload)
 	}
 }
+
+// An instance claimed from a class that is then removed from the
+// configuration can still be released: it is retired (its queue is gone),
+// only by its owner.
+func TestReleaseAfterTheClassIsRemoved(t *testing.T) {
+	td := startDaemon(t, classHCL)
+	ctx := ctxT(t)
+	inst := api.Instance{InstanceID: "i-5", UsageClass: "spot", InstanceType: "c6i.large", CPU: 2, Mem: 4096, ResourceClass: "medium", Threshold: time.Now().Add(time.Hour).UTC()}
+	if _, err := td.c.Offer(ctx, "medium", inst); err != nil {
+		t.Fatal(err)
+	}
+	got, err := td.c.Pickup(ctx, "medium", api.PickupRequest{WorkerID: "job-1"})
+	if err != nil || got.InstanceID != "i-5" {
+		t.Fatalf("pickup = %+v, %v", got, err)
+	}
+	td.edit(t, `pool "db" { slots = 1 }`)
+	if _, err := td.c.Pickup(ctx, "medium", api.PickupRequest{}); apiErr(t, err).Status != 404 {
+		t.Fatalf("pickup from a removed class = %v, want 404", err)
+	}
+	if _, err := td.c.ReleaseInstance(ctx, "i-5", api.ReleaseInstanceRequest{Owner: "job-2"}); apiErr(t, err).Status != 409 {
+		t.Fatalf("release by a non-owner after the class went = %v, want 409", err)
+	}
+	back, err := td.c.ReleaseInstance(ctx, "i-5", api.ReleaseInstanceRequest{Owner: "job-1"})
+	if err != nil || back.State != "retired" || back.Owner != "" {
+		t.Fatalf("release after the class went = %+v, %v; want retired with no owner", back, err)
+	}
+	if _, err := td.c.ReleaseInstance(ctx, "i-5", api.ReleaseInstanceRequest{}); apiErr(t, err).Status != 409 {
+		t.Fatalf("second release = %v, want 409 (not claimed)", err)
+	}
+}
