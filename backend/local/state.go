@@ -131,10 +131,11 @@ func (b *Backend) Unlock(ctx context.Context, id string) error {
 // whether or not its lease is live.
 func (b *Backend) ForceUnlock(ctx context.Context, id string) error {
 	res, err := b.wdb.ExecContext(ctx, `DELETE FROM locks WHERE stack = ? AND id = ?`, b.stack, id)
-	if err == nil {
-		b.log.Warn("forced the state lock open", "stack", b.stack, "lock_id", id)
+	if err := b.lockResult("force-unlock", id, res, err); err != nil {
+		return err // no "forced open" log: nothing was removed
 	}
-	return b.lockResult("force-unlock", id, res, err)
+	b.log.Warn("forced the state lock open", "stack", b.stack, "lock_id", id)
+	return nil
 }
 
 func (b *Backend) lockResult(op, id string, res sql.Result, err error) error {
