@@ -140,9 +140,14 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed; acquire again", id))
 		return
 	}
-	if err := l.Heartbeat(r.Context()); err != nil && !errors.Is(err, pools.ErrStore) {
-		d.fail(w, r, err)
-		return
+	if err := l.Heartbeat(r.Context()); err != nil {
+		if !errors.Is(err, pools.ErrStore) {
+			d.fail(w, r, err)
+			return
+		}
+		// The lease is extended here; only its durable record is not, so a
+		// daemon restarted before the next heartbeat may see it expired.
+		d.log.Warn("lease heartbeated but its record was not extended", "lease", id, "err", err)
 	}
 	_ = writeJSON(w, http.StatusOK, poolLease(l))
 }
