@@ -62,7 +62,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	var plan *reconcile.Plan
 	var b *openedBackend
 	var held *reconcile.HeldLock
-	lockOpts := reconcile.LockOptions{Who: who(e), Operation: "apply", Timeout: *lockTimeout}
+	lockOpts := reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: "apply", Timeout: *lockTimeout}
 	if isPlanFile(path) {
 		p, err := f.planFileApplicable(e, path)
 		if err != nil {
@@ -269,17 +269,4 @@ func interruptible(ctx context.Context, e *env) (context.Context, <-chan struct{
 		wg.Wait()
 		abort()
 	}
-}
-
-// who is "user@host" for the lock.
-func who(e *env) string {
-	user, _ := e.getenv("USER")
-	if user == "" {
-		user = "unknown"
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	return user + "@" + host
 }
