@@ -49,7 +49,8 @@ type Options struct {
 	Token string
 	// Logger receives the daemon's logs; nil discards them.
 	Logger *slog.Logger
-	// Watch tunes the directory watcher (watch mode).
+	// Watch tunes the directory watcher (watch mode). Its Logger defaults
+	// to Logger.
 	Watch watch.Options
 	// ManualReload turns the directory watcher off: watch mode then
 	// reloads only on Daemon.Reload (SIGHUP, POST /v1/reload), for
@@ -258,7 +259,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		if d.opts.ManualReload {
 			break
 		}
-		w := watch.New(d.opts.Path, d.opts.Watch)
+		wopts := d.opts.Watch
+		if wopts.Logger == nil {
+			// Without it a watcher error or the fall-back to polling would
+			// go unlogged.
+			wopts.Logger = d.log.With("component", "watch")
+		}
+		w := watch.New(d.opts.Path, wopts)
 		loops.Go(func() {
 			_ = w.Run(loopCtx, func(reason watch.Reason) { d.reloadIfChanged(loopCtx) })
 		})

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -240,4 +241,55 @@ func TestFingerprintIgnoresPositions(t *testing.T) {
 	if fingerprint(a) == fingerprint(c) {
 		t.Fatal("changing slots kept the fingerprint")
 	}
+}
+
+// The watcher logs through the daemon's logger: a configuration directory
+// that vanished before Run is reported (and waited for), and its return
+// reloads.
+func TestWatcherLogsThroughTheDaemonLogger(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	dir = filepath.Join(dir, "conf")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	writeFile(t, filepath.Join(dir, "main.hcl"), `pool "db" { slots = 1 }`)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d, err := New(ctx, Options{Mode: ModeWatch, Path: dir, Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Watch: watch.Options{Debounce: 20 * time.Millisecond, Resync: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return within 20s of cancel")
+		}
+	}()
+	waitFor(t, "the watcher's warning in the daemon's log", func() bool {
+		return strings.Contains(logs.String(), "component=watch") && strings.Contains(logs.String(), "does not exist yet")
+	})
+	v0 := d.Status().ConfigVersion
+	tmp := dir + ".new"
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(tmp, "rpd.hcl"), rpdBlock(state))
+	writeFile(t, filepath.Join(tmp, "main.hcl"), `pool "db" { slots = 3 }`)
+	if err := os.Rename(tmp, dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the reload of the returned directory", func() bool { return d.Status().ConfigVersion > v0 })
 }
