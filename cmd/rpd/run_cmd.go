@@ -24,12 +24,14 @@ heartbeating the lease, and releases the slots whatever happens: when CMD
 exits, fails to start, or rpd run is interrupted. The exit status is CMD's
 (128+N when a signal N ended it); 1 when the slots could not be acquired.
 
-CMD runs in a process group of its own, like under a supervisor: SIGINT,
-SIGTERM, SIGHUP and SIGQUIT sent to rpd run (or to its process group, as a
-CI runner does) are forwarded to CMD exactly once. When rpd run is the
-foreground job of a terminal, CMD's group is made the terminal's
-foreground group while it runs, so CMD reads the terminal and receives
-Ctrl-C itself (once); rpd run takes the terminal back when CMD exits.
+Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to rpd run are passed on
+to CMD exactly once. Run from a script or a CI runner, CMD has a process
+group of its own and rpd run forwards each signal it gets, including one
+sent to its whole process group. When rpd run is the foreground job of a
+terminal, CMD stays in rpd run's process group so that job control works
+as usual (CMD reads the terminal, Ctrl-Z stops both): the terminal's
+Ctrl-C, Ctrl-\ and hangup reach CMD directly and are not forwarded again;
+SIGTERM is forwarded.
 
 The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
 bearer token is RPD_TOKEN.
@@ -100,17 +102,20 @@ func runRun(ctx context.Context, e *env, args []string) int {
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
-	// The command gets a process group of its own, so that a signal sent
-	// to rpd run's group reaches it once (forwarded), not twice (directly
-	// and forwarded). On a terminal its group becomes the foreground one.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	tty, onTTY := foregroundTTY(e.stdin)
-	if onTTY {
-		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
-		defer reclaimTTY(tty)
+	// Every signal must reach the command once. On a terminal the command
+	// shares rpd run's process group (job control works) and the
+	// terminal's own signals reach it directly: only SIGTERM is forwarded.
+	// Elsewhere it gets a group of its own and everything is forwarded, so
+	// a signal to rpd run's group is not delivered twice.
+	forward := func(os.Signal) bool { return true }
+	if foregroundTTY(e.stdin) {
+		forward = func(s os.Signal) bool { return s == syscall.SIGTERM }
+	} else {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	}
-	// Forward signals from now on; the context main cancels on SIGINT and
-	// SIGTERM is not used while the command runs, the command decides.
+	// Catch them from now on (so that none kills rpd run before it has
+	// released); the context main cancels on SIGINT and SIGTERM is not used
+	// while the command runs, the command decides.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
@@ -131,7 +136,9 @@ loop:
 	for {
 		select {
 		case s := <-sigs:
-			_ = cmd.Process.Signal(s)
+			if forward(s) {
+				_ = cmd.Process.Signal(s)
+			}
 		case waitErr = <-exited:
 			break loop
 		}
@@ -141,28 +148,15 @@ loop:
 	return exitCode(e, argv[0], waitErr)
 }
 
-// foregroundTTY returns stdin's descriptor when it is a terminal whose
-// foreground process group is rpd run's own.
-func foregroundTTY(stdin io.Reader) (int, bool) {
+// foregroundTTY reports whether stdin is a terminal whose foreground
+// process group is rpd run's own: rpd run is a terminal's foreground job.
+func foregroundTTY(stdin io.Reader) bool {
 	f, ok := stdin.(*os.File)
 	if !ok {
-		return 0, false
+		return false
 	}
-	fd := int(f.Fd())
-	pgrp, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
-	if err != nil || pgrp != syscall.Getpgrp() {
-		return 0, false // not a terminal, or rpd run is a background job
-	}
-	return fd, true
-}
-
-// reclaimTTY makes rpd run's process group the terminal's foreground group
-// again after the command, which held it, has exited. A background group
-// calling TIOCSPGRP gets SIGTTOU, which is ignored for the call.
-func reclaimTTY(fd int) {
-	signal.Ignore(syscall.SIGTTOU)
-	defer signal.Reset(syscall.SIGTTOU)
-	_ = unix.IoctlSetPointerInt(fd, unix.TIOCSPGRP, syscall.Getpgrp())
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == syscall.Getpgrp() // else not a terminal, or a background job
 }
 
 // acquireLoop long-polls until granted, ctx ends, or wait (if > 0) passes.

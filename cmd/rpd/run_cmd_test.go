@@ -267,9 +267,10 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return m, s
 }
 
-// On a terminal, the command is the foreground job while it runs: it reads
-// the terminal (instead of being stopped by SIGTTIN) and Ctrl-C reaches it
-// once; rpd run itself is not interrupted and returns the command's code.
+// On a terminal, the command stays in rpd run's process group, the
+// terminal's foreground job: it reads the terminal and Ctrl-C reaches it
+// (directly, not forwarded again); rpd run survives the Ctrl-C, releases,
+// and returns the command's code.
 func TestRunOnATerminal(t *testing.T) {
 	conf, cwd := t.TempDir(), t.TempDir()
 	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
@@ -291,8 +292,8 @@ func TestRunOnATerminal(t *testing.T) {
 	}
 	go func() { _, _ = io.Copy(io.Discard, master) }() // drain the echo
 	waitFile(t, marker)
-	if st := readProcStat(t, marker); st.pgrp != st.pid || st.tpgid != st.pgrp {
-		t.Fatalf("the command (pid %d, group %d) is not the terminal's foreground group (%d)", st.pid, st.pgrp, st.tpgid)
+	if st := readProcStat(t, marker); st.pgrp != cmd.Process.Pid || st.tpgid != st.pgrp {
+		t.Fatalf("the command (pid %d) is in group %d with the terminal's foreground group %d; want both rpd run's %d", st.pid, st.pgrp, st.tpgid, cmd.Process.Pid)
 	}
 	if _, err := master.Write([]byte("hello\n")); err != nil {
 		t.Fatal(err)
