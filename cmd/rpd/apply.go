@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -29,7 +30,8 @@ holder), creates and updates queues, writes the runtime configuration, then
 deletes what is no longer declared. A failed change does not stop
 independent ones; running apply again after any failure or interruption
 converges. The first Ctrl-C stops after the calls in flight and records what
-was done; a second one aborts at once.
+was done; a second one aborts at once. With -json, progress is streamed as
+one JSON object per line (docs/plan.md).
 
 Exit status: 0 when everything applied, 1 otherwise.
 `
@@ -41,6 +43,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	autoApprove := fs.Bool("auto-approve", false, "apply without asking for confirmation")
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for the state lock held by someone else (such as 30s)")
 	allowNonEmpty := fs.Bool("allow-destroy-nonempty", false, "allow deleting or replacing queues that still hold idle runners (their messages are lost)")
+	asJSON := fs.Bool("json", false, "stream machine-readable progress, one JSON object per line (needs -auto-approve or a saved plan)")
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -49,7 +52,18 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	color := e.color(e.stdout, f.cf.noColor)
-	view := newPlanView(false, e.stdout, e.stderr, color)
+	var view planView = &humanView{stdout: e.stdout, stderr: e.stderr, c: colorizer(color)}
+	var av applyReporter = &applyView{out: e.stdout, c: colorizer(color)}
+	if *asJSON {
+		js := &jsonStream{out: e.stdout, now: time.Now}
+		js.Version()
+		view, av, color = js, js, false
+		f.cf.diagnostics = js.Diagnostics
+		if !*autoApprove && !isPlanFile(path) {
+			view.Error(errors.New("-json cannot ask for confirmation: add -auto-approve, or apply a saved plan (rpd plan -out FILE)"))
+			return 1
+		}
+	}
 	if _, err := f.options(nil); err != nil {
 		view.Error(err)
 		return 1
@@ -120,10 +134,9 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	}
 	defer b.close()
 
-	av := &applyView{out: e.stdout, c: colorizer(color)}
 	workCtx, stop, release := interruptible(ctx, e)
 	defer release()
-	if plan.HasChanges() {
+	if plan.HasChanges() && !*asJSON {
 		fmt.Fprintln(e.stdout)
 	}
 	res, err := reconcile.Apply(workCtx, plan, b.live, reconcile.ApplyOptions{

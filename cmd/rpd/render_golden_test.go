@@ -233,7 +233,7 @@ func TestApplyGoldenPartialFailure(t *testing.T) {
 	}
 	var out bytes.Buffer
 	av := &applyView{out: &out}
-	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "golden@test", Parallelism: 1, Progress: av.Progress})
+	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "golden@test", Parallelism: 1, Progress: av.Progress, Clock: frozenClock{}})
 	av.Result(res, err)
 	if err == nil {
 		t.Fatal("apply with a failing queue succeeded")

@@ -34,6 +34,9 @@ type configFlags struct {
 	vars     listFlag
 	varFiles listFlag
 	noColor  bool
+	// diagnostics, when set, receives load's diagnostics instead of
+	// stderr (apply -json streams them).
+	diagnostics func(hcl.Diagnostics)
 }
 
 func (c *configFlags) register(fs *flag.FlagSet) {
@@ -71,7 +74,9 @@ func configPath(e *env, fs *flag.FlagSet) (string, int, bool) {
 func (c *configFlags) load(e *env, path string) (*spec.Config, int) {
 	l := spec.NewLoader()
 	cfg, diags := l.Load(path, c.specVars(e))
-	if len(diags) > 0 {
+	if len(diags) > 0 && c.diagnostics != nil {
+		c.diagnostics(diags)
+	} else if len(diags) > 0 {
 		writeDiagnostics(e.stderr, l.Files(), diags, e.color(e.stderr, c.noColor), e.width(e.stderr))
 	}
 	if diags.HasErrors() {

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/reconcile"
 )
@@ -171,3 +174,164 @@ func (c colorizer) bold(s string) string   { return c.wrap("1", s) }
 func (c colorizer) red(s string) string    { return c.wrap("31", s) }
 func (c colorizer) green(s string) string  { return c.wrap("32", s) }
 func (c colorizer) yellow(s string) string { return c.wrap("33", s) }
+
+// applyReporter renders apply's progress and outcome: applyView as text,
+// jsonStream as JSON lines.
+type applyReporter interface {
+	Progress(e reconcile.Event)
+	Result(r *reconcile.ApplyResult, err error)
+}
+
+var (
+	_ applyReporter = (*applyView)(nil)
+	_ applyReporter = (*jsonStream)(nil)
+	_ planView      = (*jsonStream)(nil)
+)
+
+// jsonStream is apply -json: one JSON object per line, in the shape of
+// Terraform's machine-readable UI ("@level", "@message", "@timestamp",
+// "type" and a body per type), documented in docs/plan.md. Everything,
+// errors included, goes to stdout so a consumer reads one stream.
+type jsonStream struct {
+	out io.Writer
+	now func() time.Time
+}
+
+// jsonResource names a resource in a jsonStream message.
+type jsonResource struct {
+	Addr string `json:"addr"`
+	Type string `json:"resource_type"`
+	Name string `json:"resource_name"`
+}
+
+func jsonResourceOf(a reconcile.Address) jsonResource {
+	return jsonResource{Addr: a.String(), Type: string(a.Type), Name: a.Name}
+}
+
+// jsonActionName is the single action word of Terraform's streamed UI.
+func jsonActionName(a reconcile.Action) string {
+	switch a {
+	case reconcile.Create:
+		return "create"
+	case reconcile.Update:
+		return "update"
+	case reconcile.Delete:
+		return "delete"
+	case reconcile.DeleteThenCreate:
+		return "replace"
+	}
+	return "noop"
+}
+
+// emit writes one message: the common fields and the type's body fields.
+func (s *jsonStream) emit(level, typ, msg string, body map[string]any) {
+	m := map[string]any{"@level": level, "@message": msg, "@timestamp": s.now().UTC().Format(time.RFC3339Nano), "type": typ}
+	for k, v := range body {
+		m[k] = v
+	}
+	b, err := json.Marshal(m)
+	if err != nil { // values are plain data; this cannot happen
+		b, _ = json.Marshal(map[string]string{"@level": "error", "type": "diagnostic", "@message": err.Error()})
+	}
+	fmt.Fprintf(s.out, "%s\n", b)
+}
+
+// Version opens the stream, as Terraform's does.
+func (s *jsonStream) Version() {
+	s.emit("info", "version", "rpd "+version, map[string]any{"rpd": version, "ui": "1.0"})
+}
+
+// Plan streams the drift, each planned change, the warnings and the
+// plan's summary.
+func (s *jsonStream) Plan(p *reconcile.Plan) error {
+	for _, d := range p.Drift {
+		act := reconcile.Update
+		if d.After == nil {
+			act = reconcile.Delete
+		}
+		s.emit("info", "resource_drift", d.Address.String()+": Drift detected ("+jsonActionName(act)+")",
+			map[string]any{"change": map[string]any{"resource": jsonResourceOf(d.Address), "action": jsonActionName(act)}})
+	}
+	for _, c := range p.Changes {
+		if c.Action == reconcile.NoOp {
+			continue
+		}
+		s.emit("info", "planned_change", c.Address.String()+": Plan to "+jsonActionName(c.Action),
+			map[string]any{"change": map[string]any{"resource": jsonResourceOf(c.Address), "action": jsonActionName(c.Action)}})
+	}
+	for _, w := range p.Warnings {
+		s.emit("warn", "diagnostic", "Warning: "+w.Summary,
+			map[string]any{"diagnostic": map[string]any{"severity": "warning", "summary": w.Summary, "address": w.Address.String()}})
+	}
+	sum := p.Summary()
+	s.emit("info", "change_summary", fmt.Sprintf("Plan: %d to add, %d to change, %d to destroy.", sum.Add, sum.Change, sum.Destroy),
+		map[string]any{"changes": map[string]any{"add": sum.Add, "change": sum.Change, "remove": sum.Destroy, "operation": "plan"}})
+	return nil
+}
+
+func (s *jsonStream) Saved(string) {}
+
+// Diagnostics streams configuration diagnostics with their ranges, in
+// the shape of rpd validate -json's.
+func (s *jsonStream) Diagnostics(diags hcl.Diagnostics) {
+	for _, d := range validateJSON(diags).Diagnostics {
+		level := "error"
+		if d.Severity == "warning" {
+			level = "warn"
+		}
+		s.emit(level, "diagnostic", strings.ToUpper(d.Severity[:1])+d.Severity[1:]+": "+d.Summary, map[string]any{"diagnostic": d})
+	}
+}
+
+func (s *jsonStream) Error(err error) {
+	s.emit("error", "diagnostic", "Error: "+err.Error(),
+		map[string]any{"diagnostic": map[string]any{"severity": "error", "summary": err.Error()}})
+}
+
+// Progress streams apply_start, apply_progress, apply_complete,
+// apply_errored and (rpd's own) apply_skipped.
+func (s *jsonStream) Progress(e reconcile.Event) {
+	hook := map[string]any{"resource": jsonResourceOf(e.Address), "action": jsonActionName(e.Action)}
+	verb := progressVerbs[e.Action]
+	addr := e.Address.String()
+	secs := int(e.Elapsed.Round(time.Second) / time.Second)
+	switch e.Kind {
+	case reconcile.EventStart:
+		s.emit("info", "apply_start", addr+": "+verb.ing+"...", map[string]any{"hook": hook})
+	case reconcile.EventStill:
+		hook["elapsed_seconds"] = secs
+		s.emit("info", "apply_progress", fmt.Sprintf("%s: Still %s... [%s elapsed]", addr, verb.still, roundElapsed(e.Elapsed)), map[string]any{"hook": hook})
+	case reconcile.EventDone:
+		hook["elapsed_seconds"] = secs
+		s.emit("info", "apply_complete", fmt.Sprintf("%s: %s complete after %s", addr, verb.noun, roundElapsed(e.Elapsed)), map[string]any{"hook": hook})
+	case reconcile.EventFailed:
+		hook["elapsed_seconds"] = secs
+		msg := fmt.Sprintf("%s: %s errored after %s", addr, verb.noun, roundElapsed(e.Elapsed))
+		if e.Err != nil {
+			hook["error"] = e.Err.Error()
+			msg += ": " + e.Err.Error()
+		}
+		s.emit("error", "apply_errored", msg, map[string]any{"hook": hook})
+	case reconcile.EventSkipped:
+		if e.Err != nil {
+			hook["reason"] = e.Err.Error()
+		}
+		s.emit("warn", "apply_skipped", addr+": Skipped", map[string]any{"hook": hook})
+	}
+}
+
+// Result streams the closing change_summary (operation "apply"); the
+// error, if any, follows as a diagnostic from Error.
+func (s *jsonStream) Result(r *reconcile.ApplyResult, err error) {
+	if err != nil && (len(r.Results) == 0 || !r.Started) {
+		return // nothing was attempted: the error says why
+	}
+	msg := "Apply complete!"
+	level := "info"
+	if err != nil {
+		msg, level = "Apply incomplete!", "error"
+	}
+	d := r.Done
+	s.emit(level, "change_summary", fmt.Sprintf("%s Resources: %d added, %d changed, %d destroyed.", msg, d.Add, d.Change, d.Destroy),
+		map[string]any{"changes": map[string]any{"add": d.Add, "change": d.Change, "remove": d.Destroy, "operation": "apply"}})
+}

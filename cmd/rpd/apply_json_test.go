@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/reconcile"
+)
+
+// TestApplyGoldenPartialFailureJSON is TestApplyGoldenPartialFailure as
+// apply -json streams it.
+func TestApplyGoldenPartialFailureJSON(t *testing.T) {
+	ctx := context.Background()
+	cfg := goldenConfig(t, t.TempDir(), goldenFull)
+	_, live := openGolden(t, cfg)
+	f := &faults{rule: func(_ int, call string) bool { return call == "CreateQueue golden-rp-small" }}
+	live = f.wrap(live)
+	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	js := &jsonStream{out: &out, now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}
+	if err := js.Plan(p); err != nil {
+		t.Fatal(err)
+	}
+	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "golden@test", Parallelism: 1, Progress: js.Progress, Clock: frozenClock{}})
+	js.Result(res, err)
+	if err == nil {
+		t.Fatal("apply with a failing queue succeeded")
+	}
+	js.Error(err)
+	checkGolden(t, "apply/partial_failure.jsonl", out.Bytes())
+}
+
+// frozenClock stands still, so elapsed times in golden output are always
+// 0s; its timers never fire.
+type frozenClock struct{}
+
+func (frozenClock) Now() time.Time                       { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }
+func (frozenClock) After(time.Duration) <-chan time.Time { return nil }
+
+// jsonLines parses a JSON-lines stream, failing on any line that is not
+// one JSON object with the common fields.
+func jsonLines(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	var msgs []map[string]any
+	for _, line := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", line, err)
+		}
+		for _, k := range []string{"@level", "@message", "@timestamp", "type"} {
+			if _, ok := m[k]; !ok {
+				t.Fatalf("line lacks %q: %q", k, line)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+func types(msgs []map[string]any) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m["type"].(string))
+	}
+	return out
+}
+
+func TestApplyJSON(t *testing.T) {
+	_, file := inProcessConfig(t)
+
+	// No way to ask for "yes": refused before anything is read.
+	code, out, errs := runT(t, "apply", "-json", file)
+	msgs := jsonLines(t, out)
+	if code != 1 || errs != "" || !slices.Equal(types(msgs), []string{"version", "diagnostic"}) ||
+		!strings.Contains(msgs[1]["@message"].(string), "add -auto-approve") {
+		t.Fatalf("-json without -auto-approve: %d %q %q", code, out, errs)
+	}
+
+	code, out, errs = runT(t, "apply", "-json", "-auto-approve", file)
+	if code != 0 || errs != "" {
+		t.Fatalf("apply -json: %d %q %q", code, out, errs)
+	}
+	msgs = jsonLines(t, out)
+	got := types(msgs)
+	if got[0] != "version" || got[len(got)-1] != "change_summary" {
+		t.Fatalf("stream order: %q", got)
+	}
+	count := map[string]int{}
+	for _, typ := range got {
+		count[typ]++
+	}
+	// queue.medium, runner_class.medium, pool.database_pool, pool.default_pool.
+	if count["planned_change"] != 4 || count["apply_start"] != 4 || count["apply_complete"] != 4 || count["change_summary"] != 2 {
+		t.Fatalf("counts %v in %q", count, got)
+	}
+	last := msgs[len(msgs)-1]["changes"].(map[string]any)
+	if last["add"] != 4.0 || last["operation"] != "apply" {
+		t.Errorf("closing summary %v", last)
+	}
+
+	// Applied: the plan part is empty, the summary says nothing changed.
+	code, out, _ = runT(t, "apply", "-json", "-auto-approve", file)
+	if got := types(jsonLines(t, out)); code != 0 || !slices.Equal(got, []string{"version", "change_summary", "change_summary"}) {
+		t.Fatalf("second apply -json: %d %q", code, got)
+	}
+
+	// A configuration error is streamed with its range, not printed as text.
+	bad := write(t, filepath.Join(t.TempDir(), "bad.hcl"), badConfig)
+	code, out, errs = runT(t, "apply", "-json", "-auto-approve", bad)
+	msgs = jsonLines(t, out)
+	if code != 1 || errs != "" || len(msgs) != 3 {
+		t.Fatalf("bad config: %d %q %q", code, out, errs)
+	}
+	d := msgs[1]["diagnostic"].(map[string]any)
+	r := d["range"].(map[string]any)
+	if d["summary"] != `Invalid value for "slots"` || r["filename"] != bad || r["start"].(map[string]any)["line"] != 2.0 {
+		t.Errorf("diagnostic %v", d)
+	}
+}
