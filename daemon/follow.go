@@ -92,8 +92,13 @@ func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult 
 		return d.rejectLocked(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
 	}
 	cfg := configFromDoc(d.stack, d.base, rd)
-	d.stateVersion.Store(version)
-	return d.applyLocked(ctx, prev, cfg, hash, start)
+	res := d.applyLocked(ctx, prev, cfg, hash, start)
+	if res.OK {
+		// Status reports the version of the document in force, not of one
+		// that was rejected.
+		d.stateVersion.Store(version)
+	}
+	return res
 }
 
 // configFromDoc turns a runtime document into the configuration the

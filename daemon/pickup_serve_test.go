@@ -247,3 +247,47 @@ func TestReleaseAfterTheClassIsRemoved(t *testing.T) {
 		t.Fatalf("second release = %v, want 409 (not claimed)", err)
 	}
 }
+
+// A runtime document the daemon rejects leaves status at the version of
+// the document in force.
+func TestServeRejectedDocumentKeepsStateVersion(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	td := startDaemonIn(t, dir, state, func(o *Options) {
+		o.Mode = ModeServe
+		o.StatePoll = time.Hour // this test drives every read
+	})
+	ctx := ctxT(t)
+	write := func(slots int) int64 {
+		t.Helper()
+		doc := reconcile.NewRuntimeDoc("t")
+		doc.Pools["db"] = reconcile.PoolEntry{Slots: slots}
+		b, err := doc.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cur, err := td.d.backend.state.ReadState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := td.d.backend.state.WriteState(ctx, b, cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	good := write(2)
+	if res := td.d.reloadIfChanged(ctx); !res.OK {
+		t.Fatalf("good document rejected: %s", res.Error)
+	}
+	write(0)
+	if res := td.d.reloadIfChanged(ctx); res.OK || !strings.Contains(res.Error, "slots") {
+		t.Fatalf("document with a 0-slot pool = %+v, want rejected", res)
+	}
+	if st := td.d.Status(); st.StateVersion != good {
+		t.Fatalf("status state_version = %d after a rejected document, want %d (the one in force)", st.StateVersion, good)
+	}
+	if ps, _ := td.c.Pool(ctx, "db"); ps.Total != 2 {
+		t.Fatalf("pool db after the rejected document = %+v, want 2 slots", ps)
+	}
+}
