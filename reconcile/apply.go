@@ -316,7 +316,7 @@ func (a *applier) bootstrapTables(ctx context.Context) error {
 		return nil
 	}
 	if a.live.Tables == nil {
-		return fmt.Errorf("the plan creates tables but the backend has none to create; was the plan made for another backend? (%s)", a.plan.Backend.Type)
+		return fmt.Errorf("the plan creates tables but this backend has none; the plan was made for another backend (%s): make a new one with rpd plan", a.plan.Backend.Type)
 	}
 	// One idempotent call creates every missing table; report it per table.
 	a.res.Started = true

@@ -161,11 +161,11 @@ func DecodeRuntimeDoc(b []byte) (*RuntimeDoc, error) {
 		return nil, fmt.Errorf("%w: %v; the state store holds something rpd cannot read — inspect it, or restore it from a backup", ErrDocFormat, err)
 	}
 	if dec.More() {
-		return nil, fmt.Errorf("%w: trailing data after the document", ErrDocFormat)
+		return nil, fmt.Errorf("%w: trailing data after the document; the state store holds something rpd cannot read — inspect it, or restore it from a backup", ErrDocFormat)
 	}
 	switch {
 	case d.FormatVersion == 0:
-		return nil, fmt.Errorf("%w: no format_version", ErrDocFormat)
+		return nil, fmt.Errorf("%w: no format_version, so it was not written by rpd; inspect the state store, or restore it from a backup", ErrDocFormat)
 	case d.FormatVersion > RuntimeDocFormat:
 		return nil, fmt.Errorf("%w: format_version %d was written by a newer rpd (this one reads up to %d); upgrade rpd", ErrDocFormat, d.FormatVersion, RuntimeDocFormat)
 	}

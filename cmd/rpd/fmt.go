@@ -157,7 +157,7 @@ func formatSource(parser *hclparse.Parser, src []byte, name string) ([]byte, hcl
 func fmtTargets(p string, recursive bool) ([]string, error) {
 	info, err := os.Stat(p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; give a directory or an .hcl file", err)
 	}
 	if !info.IsDir() {
 		return []string{p}, nil

@@ -133,7 +133,7 @@ func writePlanFile(path string, p *reconcile.Plan) error {
 func readPlanFile(path string) (*reconcile.Plan, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read the saved plan: %w", err)
+		return nil, fmt.Errorf("read the saved plan: %w; give the file written by rpd plan -out FILE", err)
 	}
 	p, err := reconcile.DecodePlan(b)
 	if err != nil {
