@@ -11,6 +11,13 @@
 // configuration that fails anywhere changes nothing; the error, with
 // file:line, is in /v1/status and the reload metrics.
 //
+// Durability: pool leases are written through the backend's lease store at
+// grant and heartbeat, so a restarted daemon (even after kill -9) still
+// counts them. Budget permits (permits.go) and VM-ceiling claims live in
+// memory only; a restart drops them, and the shutdown logs how many.
+// Claimed runner instances are durable in the instance table but have no
+// TTL: their holders release them.
+//
 // Not for: loading HCL (spec), planning (reconcile), the components'
 // semantics (runtime/*), or talking to a daemon (package client).
 //
