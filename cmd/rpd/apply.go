@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -200,6 +202,15 @@ func (f *planFlags) planFileApplicable(e *env, path string) (*reconcile.Plan, er
 	}
 	if here := stackHere(e); here != "" && here != p.Stack {
 		return nil, fmt.Errorf("the saved plan %s is for stack %q, but the configuration in this directory is stack %q; nothing was applied — apply it from stack %q's directory, or make a plan for this one with rpd plan -out", path, p.Stack, here, p.Stack)
+	}
+	if b := p.Backend; (b.Type == "" || b.Type == "local") && p.StateVersion > 0 {
+		db := b.Path
+		if db == "" {
+			db = local.DefaultPath
+		}
+		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("the saved plan %s was made against the local backend %s, which does not exist here; nothing was applied — apply it from the directory where it was made", path, db)
+		}
 	}
 	return p, nil
 }

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -341,6 +343,17 @@ func TestE2ESavedPlan(t *testing.T) {
 		contains(t, r, "stdout", "No changes.") // slots = 8 applied, 7 never was
 		// Applying the first plan again is stale too.
 		w.must(1, "apply", "first.plan")
+
+		if be.name == "local" {
+			// From a directory without the plan's (relative) database:
+			// refused, and no database is created there.
+			elsewhere := newWorkdir(t, be.env...)
+			r = elsewhere.must(1, "apply", "-no-color", filepath.Join(w.dir, "stale.plan"))
+			contains(t, r, "stderr", "which does not exist here; nothing was applied")
+			if _, err := os.Stat(filepath.Join(elsewhere.dir, local.DefaultPath)); !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("applying a plan elsewhere created a database: %v", err)
+			}
+		}
 	})
 }
 
