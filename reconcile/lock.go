@@ -124,7 +124,12 @@ func (h *HeldLock) renew(ctx context.Context, ttl time.Duration, clock Clock) {
 			return
 		case <-clock.After(ttl / 3):
 		}
-		if err := h.locker.Renew(ctx, h.info.ID, ttl); err != nil {
+		// A renewal that takes longer than a third of the lease is as good
+		// as failed, and must not hold up Release.
+		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		err := h.locker.Renew(rctx, h.info.ID, ttl)
+		cancel()
+		if err != nil {
 			h.lost <- fmt.Errorf("lost the state lock %s: %w", h.info.ID, err)
 			return
 		}

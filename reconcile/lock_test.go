@@ -88,3 +88,47 @@ func TestHeldLockReleaseReportsFailure(t *testing.T) {
 		t.Fatal("LockState without a Locker succeeded")
 	}
 }
+
+// hangingRenew is a Locker whose Renew blocks until its context ends, as a
+// call on a stuck connection would.
+type hangingRenew struct{ Locker }
+
+func (hangingRenew) Renew(ctx context.Context, _ string, _ time.Duration) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestHeldLockHungRenewal: a renewal that hangs counts as a lost lock after
+// a third of the lease, and never holds up Release.
+func TestHeldLockHungRenewal(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeBackend()
+	clock := newFakeClock()
+	f.now = clock.Now
+	live := f.live()
+	live.Lock = hangingRenew{live.Lock}
+	const ttl = 300 * time.Millisecond
+	h, err := LockState(ctx, live, LockOptions{Who: "a@b", TTL: ttl, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.step(t, ttl/3) // the renewal starts and hangs
+	select {
+	case err := <-h.Lost():
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "lost the state lock") {
+			t.Fatalf("Lost: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hung renewal was never reported as a lost lock")
+	}
+	done := make(chan error, 1)
+	go func() { done <- h.Release(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Release hung behind the renewal")
+	}
+}

@@ -114,7 +114,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		}
 		fail := func(err error) int {
 			if held != nil {
-				if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
+				if rerr := releaseLock(ctx, held); rerr != nil {
 					err = errors.Join(err, rerr)
 				}
 			}
@@ -136,8 +136,8 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	}
 	defer b.close()
 
-	workCtx, stop, release := interruptible(ctx, e)
-	defer release()
+	workCtx, stop, unhook := interruptible(ctx, e)
+	defer unhook()
 	if plan.HasChanges() && !*asJSON {
 		fmt.Fprintln(e.stdout)
 	}
@@ -152,7 +152,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		Stop:                 stop,
 	})
 	if held != nil {
-		if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
+		if rerr := releaseLock(ctx, held); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
@@ -162,6 +162,14 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// releaseLock unlocks held even when ctx was cancelled (Ctrl-C), giving the
+// backend 10 s: a lock left behind frees itself when its lease runs out.
+func releaseLock(ctx context.Context, held *reconcile.HeldLock) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return held.Release(rctx)
 }
 
 // lockable reports whether the backend's lock can be taken now: always,
