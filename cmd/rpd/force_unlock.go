@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/rpdhq/rpd/reconcile"
 )
 
 const forceUnlockHelp = `
@@ -45,7 +47,7 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 			return 1
 		}
 	}
-	b, err := openBackendReadOnly(ctx, cfg.Stack, backendConfigOf(cfg))
+	b, err := openBackendReadOnly(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend))
 	if err != nil {
 		view.Error(err)
 		return 1

@@ -114,10 +114,6 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
-func backendConfigOf(cfg *spec.Config) reconcile.BackendConfig {
-	return reconcile.BackendConfigOf(cfg.Backend)
-}
-
 func writePlanFile(path string, p *reconcile.Plan) error {
 	b, err := reconcile.EncodePlan(p)
 	if err != nil {
