@@ -88,10 +88,39 @@ func (l *Loader) Load(p string, vars Vars) (*Config, hcl.Diagnostics) {
 		}
 		srcs[n] = b
 	}
+	diags = append(diags, varFileInConfig(names, vars.Files)...)
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	return l.LoadSources(srcs, vars)
+}
+
+// varFileInConfig reports each -var-file that is also one of the
+// configuration's files, which would be read as configuration too.
+func varFileInConfig(names, varFiles []string) hcl.Diagnostics {
+	var diags hcl.Diagnostics
+	for _, vf := range varFiles {
+		for _, n := range names {
+			if sameFile(vf, n) {
+				diags = append(diags, &hcl.Diagnostic{
+					Severity: hcl.DiagError,
+					Summary:  "Variable file inside the configuration",
+					Detail:   fmt.Sprintf("The variable file %s is also read as configuration, as is every *.hcl file of its directory. Move it out of the directory, or rename it to an extension other than .hcl (such as %s.vars).", vf, strings.TrimSuffix(filepath.Base(vf), filepath.Ext(vf))),
+				})
+				break
+			}
+		}
+	}
+	return diags
+}
+
+func sameFile(a, b string) bool {
+	ia, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	ib, err := os.Stat(b)
+	return err == nil && os.SameFile(ia, ib)
 }
 
 // LoadFS loads every *.hcl file in the root directory of fsys.

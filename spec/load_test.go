@@ -352,3 +352,26 @@ func writeFile(t *testing.T, name, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestVarFileInsideConfig: a -var-file that is one of the configuration's
+// *.hcl files is refused with what to do, not left to fail as an
+// "Unsupported argument" in the configuration.
+func TestVarFileInsideConfig(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "main.hcl"), "variable \"n\" {\n  type = number\n}\npool \"p\" {\n  slots = var.n\n}\n")
+	inside := filepath.Join(dir, "prod.hcl")
+	writeFile(t, inside, "n = 2\n")
+	_, diags := Load(dir, Vars{Files: []string{inside}})
+	if !diags.HasErrors() || !strings.Contains(diags.Error(), "Variable file inside the configuration") || !strings.Contains(diags.Error(), "prod.vars") {
+		t.Fatalf("var file inside the directory: %v", diags)
+	}
+	outside := filepath.Join(t.TempDir(), "prod.hcl")
+	writeFile(t, outside, "n = 2\n")
+	if err := os.Remove(inside); err != nil {
+		t.Fatal(err)
+	}
+	cfg, diags := Load(dir, Vars{Files: []string{outside}})
+	if diags.HasErrors() || cfg.Pools[len(cfg.Pools)-1].Slots != 2 {
+		t.Fatalf("var file outside: %v", diags)
+	}
+}
