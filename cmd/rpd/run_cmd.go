@@ -31,7 +31,8 @@ sent to its whole process group. When rpd run is the foreground job of a
 terminal, CMD stays in rpd run's process group so that job control works
 as usual (CMD reads the terminal, Ctrl-Z stops both): the terminal's
 Ctrl-C, Ctrl-\ and hangup reach CMD directly and are not forwarded again;
-SIGTERM is forwarded.
+SIGTERM is forwarded. On Linux, CMD is killed if rpd run itself is killed
+(kill -9), as its slots are then gone.
 
 The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
 bearer token is RPD_TOKEN.
@@ -108,11 +109,13 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	// Elsewhere it gets a group of its own and everything is forwarded, so
 	// a signal to rpd run's group is not delivered twice.
 	forward := func(os.Signal) bool { return true }
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	if foregroundTTY(e.stdin) {
 		forward = func(s os.Signal) bool { return s == syscall.SIGTERM }
 	} else {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr.Setpgid = true
 	}
+	dieWithRPDRun(cmd.SysProcAttr)
 	// Catch them from now on (so that none kills rpd run before it has
 	// released); the context main cancels on SIGINT and SIGTERM is not used
 	// while the command runs, the command decides.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -315,4 +316,41 @@ func TestRunOnATerminal(t *testing.T) {
 	if ps := ld.pool("db"); ps.Used != 0 {
 		t.Fatalf("the slot was not released: %+v", ps)
 	}
+}
+
+// When rpd run is killed with SIGKILL, the command (in its own process
+// group, out of reach of a signal to rpd run's group) is killed with it.
+func TestRunCommandDiesWithRPDRun(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the parent-death signal is Linux only")
+	}
+	conf, cwd := t.TempDir(), t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
+	ld := startRPD(t, cwd, nil, "watch", conf)
+	marker, ints := filepath.Join(cwd, "started"), filepath.Join(cwd, "ints")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rpdBinary, append([]string{"run", "-addr", ld.addr, "-pool", "db", "--"}, intCounter(marker, ints)...)...)
+	cmd.Env = cleanEnv()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, marker)
+	child := readProcStat(t, marker).pid
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for i := 0; i < 200; i++ { // 5 s
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			return // gone (and reaped)
+		}
+		if i := strings.LastIndex(string(b), ")"); i >= 0 && strings.HasPrefix(string(b[i:]), ") Z") {
+			return // dead, waiting for its new parent to reap it
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	_ = syscall.Kill(child, syscall.SIGKILL)
+	t.Fatalf("the command (pid %d) still runs 5 s after rpd run was killed", child)
 }
