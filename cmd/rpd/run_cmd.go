@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
@@ -122,6 +123,11 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	// The parent-death signal follows the thread that forked: keep this
+	// goroutine on it, so that no other goroutine can end that thread
+	// while the command runs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(e.stderr, "rpd run: start %s: %v\n", argv[0], err)
 		return 127
