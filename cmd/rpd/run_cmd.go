@@ -123,6 +123,11 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
+	if ctx.Err() != nil {
+		// Interrupted between the grant and here: do not start CMD.
+		fmt.Fprintf(e.stderr, "rpd run: interrupted before %s started; its slots are released\n", argv[0])
+		return 1
+	}
 	// The parent-death signal follows the thread that forked: keep this
 	// goroutine on it, so that no other goroutine can end that thread
 	// while the command runs.
