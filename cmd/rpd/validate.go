@@ -36,13 +36,29 @@ func runValidate(_ context.Context, e *env, args []string) int {
 		b, _ := json.MarshalIndent(validateJSON(diags), "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	} else {
-		if len(diags) > 0 {
-			writeDiagnostics(e.stderr, l.Files(), diags, e.color(e.stderr, cf.noColor), e.width(e.stderr))
+		// As Terraform: errors on stderr, warnings on stdout.
+		var errs, warns hcl.Diagnostics
+		for _, d := range diags {
+			if d.Severity == hcl.DiagWarning {
+				warns = append(warns, d)
+			} else {
+				errs = append(errs, d)
+			}
 		}
+		writeDiagnostics(e.stdout, l.Files(), warns, e.color(e.stdout, cf.noColor), e.width(e.stdout))
+		writeDiagnostics(e.stderr, l.Files(), errs, e.color(e.stderr, cf.noColor), e.width(e.stderr))
 		if !diags.HasErrors() {
-			msg := "Success! The configuration is valid."
+			msg := "The configuration is valid."
+			if len(warns) > 0 {
+				msg = "The configuration is valid, but there were some validation warnings as shown above."
+			}
 			if e.color(e.stdout, cf.noColor) {
-				msg = "\x1b[32m\x1b[1mSuccess!\x1b[0m The configuration is valid."
+				msg = "\x1b[32m\x1b[1mSuccess!\x1b[0m " + msg
+			} else {
+				msg = "Success! " + msg
+			}
+			if len(warns) > 0 {
+				msg = "\n" + msg
 			}
 			fmt.Fprintln(e.stdout, msg)
 		}

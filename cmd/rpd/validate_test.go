@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -67,5 +68,21 @@ func TestDiagnosticLayout(t *testing.T) {
 	past := hcl.Range{Filename: "main.hcl", Start: hcl.Pos{Line: 9, Column: 1, Byte: 900}, End: hcl.Pos{Line: 9, Column: 2, Byte: 901}}
 	if got := formatDiagnostic(&hcl.Diagnostic{Summary: "S", Subject: &past}, files, true, 0); !strings.Contains(got, "on main.hcl line 9") {
 		t.Errorf("subject past the end: %q", got)
+	}
+}
+
+// TestValidateWarnings: as Terraform, warnings go to stdout before the
+// success line, which says there were some.
+func TestValidateWarnings(t *testing.T) {
+	dir := t.TempDir()
+	cfg := write(t, filepath.Join(dir, "cfg", "main.hcl"), "pool \"p\" {\n  slots = 2\n}\n")
+	vars := write(t, filepath.Join(dir, "extra.vars"), "zz = 1\n")
+	code, out, errs := runT(t, "validate", "-var-file", vars, cfg)
+	want := "\nWarning: Value for undeclared variable\n\n" +
+		"  on " + vars + " line 1:\n   1: zz = 1\n\n" +
+		"The variable file sets \"zz\", but the configuration declares no variable of that name; the value is ignored.\n" +
+		"\nSuccess! The configuration is valid, but there were some validation warnings as shown above.\n"
+	if code != 0 || errs != "" || out != want {
+		t.Fatalf("exit %d stderr %q stdout\n%q\nwant\n%q", code, errs, out, want)
 	}
 }
