@@ -129,7 +129,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 			return fail(err)
 		}
 		if plan.HasChanges() && !*autoApprove {
-			if err := confirm(e, color); err != nil {
+			if err := confirm(ctx, e, color); err != nil {
 				return fail(err)
 			}
 		}
@@ -238,21 +238,45 @@ func stackHere(e *env) string {
 }
 
 // confirm asks for "yes" on a terminal and refuses without one.
-func confirm(e *env, color bool) error {
+func confirm(ctx context.Context, e *env, color bool) error {
 	w, isWriter := e.stdin.(io.Writer)
 	if !isWriter || e.isTerminal == nil || !e.isTerminal(w) {
 		return errors.New("apply needs confirmation, but standard input is not a terminal: re-run with -auto-approve to apply without asking, or save a plan with rpd plan -out FILE and apply that file")
 	}
 	c := colorizer(color)
 	fmt.Fprintf(e.stdout, "\n%s\n  rpd will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  %s ", c.bold("Do you want to perform these actions?"), c.bold("Enter a value:"))
-	line, err := bufio.NewReader(e.stdin).ReadString('\n')
-	if err != nil && line == "" {
-		return fmt.Errorf("read the confirmation: %w", err)
+	line, err := readAnswer(ctx, e.stdin)
+	if err != nil {
+		return err
 	}
-	if strings.TrimSpace(line) != "yes" {
+	if line != "yes" {
 		return errors.New("Apply cancelled.")
 	}
 	return nil
+}
+
+// readAnswer reads one line from in, trimmed. Ctrl-C (ctx ending) cancels
+// the question at once; the read itself cannot be interrupted, so it is
+// left behind, and the process exits soon after.
+func readAnswer(ctx context.Context, in io.Reader) (string, error) {
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(in).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	select {
+	case <-ctx.Done():
+		return "", fmt.Errorf("interrupted while waiting for an answer; nothing was changed: %w", context.Cause(ctx))
+	case a := <-got:
+		if a.err != nil && a.line == "" {
+			return "", fmt.Errorf("read the answer: %w", a.err)
+		}
+		return strings.TrimSpace(a.line), nil
+	}
 }
 
 // interruptible gives apply Terraform's Ctrl-C behaviour: the first

@@ -42,7 +42,7 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	if !*force {
-		if err := confirmUnlock(e, id, colorizer(color)); err != nil {
+		if err := confirmUnlock(ctx, e, id, colorizer(color)); err != nil {
 			view.Error(err)
 			return 1
 		}
@@ -65,14 +65,17 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 	return 0
 }
 
-func confirmUnlock(e *env, id string, c colorizer) error {
+func confirmUnlock(ctx context.Context, e *env, id string, c colorizer) error {
 	w, isWriter := e.stdin.(io.Writer)
 	if !isWriter || e.isTerminal == nil || !e.isTerminal(w) {
 		return errors.New("force-unlock needs confirmation, but standard input is not a terminal: re-run with -force")
 	}
 	fmt.Fprintf(e.stdout, "%s\n  rpd will remove the lock %s on the stack's state.\n  This lets other rpd commands change the state even if the holder still runs.\n  Only 'yes' will be accepted to confirm.\n\n  %s ", c.bold("Do you really want to force-unlock?"), id, c.bold("Enter a value:"))
-	var line string
-	if _, err := fmt.Fscanln(e.stdin, &line); err != nil || line != "yes" {
+	line, err := readAnswer(ctx, e.stdin)
+	if err != nil {
+		return err
+	}
+	if line != "yes" {
 		return errors.New("force-unlock cancelled")
 	}
 	return nil
