@@ -221,9 +221,21 @@ func TestPlanGolden(t *testing.T) {
 // created: its class is skipped, everything independent applies, and the
 // closing table says what did and did not happen.
 func TestApplyGoldenPartialFailure(t *testing.T) {
+	var out bytes.Buffer
+	av := &applyView{out: &out}
+	_, res, err := applyPartialFailure(t, av.Progress)
+	av.Result(res, err)
+	(&humanView{stdout: &out, stderr: &out}).Error(err)
+	checkGolden(t, "apply/partial_failure.txt", out.Bytes())
+}
+
+// applyPartialFailure plans goldenFull on a fresh backend and applies it
+// with CreateQueue of golden-rp-small failing, reporting progress; the
+// clock stands still, so every elapsed time is 0s.
+func applyPartialFailure(t *testing.T, progress func(reconcile.Event)) (*reconcile.Plan, *reconcile.ApplyResult, error) {
+	t.Helper()
 	ctx := context.Background()
-	dir := t.TempDir()
-	cfg := goldenConfig(t, dir, goldenFull)
+	cfg := goldenConfig(t, t.TempDir(), goldenFull)
 	_, live := openGolden(t, cfg)
 	f := &faults{rule: func(_ int, call string) bool { return call == "CreateQueue golden-rp-small" }}
 	live = f.wrap(live)
@@ -231,13 +243,9 @@ func TestApplyGoldenPartialFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	av := &applyView{out: &out}
-	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "golden@test", Parallelism: 1, Progress: av.Progress, Clock: frozenClock{}})
-	av.Result(res, err)
+	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: "golden@test", Parallelism: 1, Progress: progress, Clock: frozenClock{}})
 	if err == nil {
 		t.Fatal("apply with a failing queue succeeded")
 	}
-	(&humanView{stdout: &out, stderr: &out}).Error(err)
-	checkGolden(t, "apply/partial_failure.txt", out.Bytes())
+	return p, res, err
 }
