@@ -135,6 +135,7 @@ func TestPlanFlagErrors(t *testing.T) {
 		{[]string{"plan", "-target", "nodot", file}, `invalid resource address "nodot"`},
 		{[]string{"apply", "-lock-timeout", "-1s", file}, "-lock-timeout=-1s"},
 		{[]string{"plan", file, file}, "expected one configuration directory or file"},
+		{[]string{"apply", file, "-auto-approve"}, "options go before it: rpd apply -auto-approve " + file},
 		{[]string{"force-unlock"}, "needs the lock ID"},
 	} {
 		code, _, errs := runT(t, tc.args...)

@@ -63,7 +63,14 @@ func configPath(e *env, fs *flag.FlagSet) (string, int, bool) {
 	case 1:
 		return fs.Arg(0), 0, true
 	default:
-		fmt.Fprintf(e.stderr, "rpd %s: expected one configuration directory or file, got %d arguments: %s\n", fs.Name(), fs.NArg(), strings.Join(fs.Args(), " "))
+		hint := "give one"
+		for _, a := range fs.Args()[1:] {
+			if strings.HasPrefix(a, "-") {
+				hint = fmt.Sprintf("options go before it: rpd %s %s %s", fs.Name(), strings.Join(fs.Args()[1:], " "), fs.Arg(0))
+				break
+			}
+		}
+		fmt.Fprintf(e.stderr, "rpd %s: expected one configuration directory or file, got %d arguments: %s; %s\n", fs.Name(), fs.NArg(), strings.Join(fs.Args(), " "), hint)
 		return "", 1, false
 	}
 }
