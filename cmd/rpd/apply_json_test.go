@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -110,5 +113,25 @@ func TestApplyJSON(t *testing.T) {
 	r := d["range"].(map[string]any)
 	if d["summary"] != `Invalid value for "slots"` || r["filename"] != bad || r["start"].(map[string]any)["line"] != 2.0 {
 		t.Errorf("diagnostic %v", d)
+	}
+}
+
+// TestUnreachableBackendHint: an error from a server that cannot be
+// reached says what to check, in text and in JSON.
+func TestUnreachableBackendHint(t *testing.T) {
+	err := fmt.Errorf("refresh tables: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+	var text bytes.Buffer
+	(&humanView{stdout: &text, stderr: &text}).Error(err)
+	if !strings.Contains(text.String(), "connection refused\n\nrpd could not reach the backend's server: check the network") {
+		t.Errorf("text: %q", text.String())
+	}
+	var js bytes.Buffer
+	(&jsonStream{out: &js, now: frozenClock{}.Now}).Error(err)
+	d := jsonLines(t, js.String())[0]["diagnostic"].(map[string]any)
+	if !strings.HasPrefix(d["detail"].(string), "rpd could not reach") {
+		t.Errorf("json: %v", d)
+	}
+	if hint(errors.New("other")) != "" {
+		t.Error("a hint for an unrelated error")
 	}
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -50,7 +52,25 @@ func (v *humanView) Saved(path string) {
 }
 
 func (v *humanView) Error(err error) {
-	fmt.Fprintf(v.stderr, "\n%s %s\n", v.c.bold(v.c.red("Error:")), err)
+	fmt.Fprintf(v.stderr, "\n%s %s\n", v.c.bold(v.c.red("Error:")), explain(err))
+}
+
+// explain is err's message, followed by hint(err) when there is one.
+func explain(err error) string {
+	if h := hint(err); h != "" {
+		return err.Error() + "\n\n" + h
+	}
+	return err.Error()
+}
+
+// hint says what to do about errors that do not say it themselves: a
+// backend whose server could not be reached at all.
+func hint(err error) string {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return "rpd could not reach the backend's server: check the network, the region and any AWS_ENDPOINT_URL setting (the emulators: are they running?), then run the command again."
+	}
+	return ""
 }
 
 // jsonView writes one JSON document on stdout; errors go to stderr as a
@@ -73,7 +93,7 @@ func (v *jsonView) Plan(p *reconcile.Plan) error {
 func (v *jsonView) Saved(string) {}
 
 func (v *jsonView) Error(err error) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": err.Error()}})
+	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": explain(err)}})
 	fmt.Fprintf(v.stderr, "%s\n", b)
 }
 
@@ -284,8 +304,11 @@ func (s *jsonStream) Diagnostics(diags hcl.Diagnostics) {
 }
 
 func (s *jsonStream) Error(err error) {
-	s.emit("error", "diagnostic", "Error: "+err.Error(),
-		map[string]any{"diagnostic": map[string]any{"severity": "error", "summary": err.Error()}})
+	d := map[string]any{"severity": "error", "summary": err.Error()}
+	if h := hint(err); h != "" {
+		d["detail"] = h
+	}
+	s.emit("error", "diagnostic", "Error: "+err.Error(), map[string]any{"diagnostic": d})
 }
 
 // Progress streams apply_start, apply_progress, apply_complete,
