@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -84,5 +87,70 @@ func TestValidateWarnings(t *testing.T) {
 		"\nSuccess! The configuration is valid, but there were some validation warnings as shown above.\n"
 	if code != 0 || errs != "" || out != want {
 		t.Fatalf("exit %d stderr %q stdout\n%q\nwant\n%q", code, errs, out, want)
+	}
+}
+
+// TestValidateJSONRanges runs rpd validate -json on every single-file
+// invalid fixture of spec/testdata: each "# ERROR: summary" comment has a
+// diagnostic starting on its line, and every range is consistent with the
+// file: start before end, and each byte offset at its line and column.
+func TestValidateJSONRanges(t *testing.T) {
+	fixtures, err := filepath.Glob("../../spec/testdata/invalid/*.hcl")
+	if err != nil || len(fixtures) < 25 {
+		t.Fatalf("fixtures: %d %v", len(fixtures), err)
+	}
+	marker := regexp.MustCompile(`#\s*ERROR:\s*(.+?)\s*$`)
+	for _, f := range fixtures {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, _ := runT(t, "validate", "-json", f)
+			var res jsonResult
+			if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 || res.Valid {
+				t.Fatalf("exit %d, %v: %s", code, err, out)
+			}
+			lineStart := []int{0, 0} // byte offset of each line, from line 1
+			for i, b := range src {
+				if b == '\n' {
+					lineStart = append(lineStart, i+1)
+				}
+			}
+			for _, d := range res.Diagnostics {
+				r := d.Range
+				if r == nil {
+					continue
+				}
+				if r.Filename != f {
+					t.Errorf("%q: filename %q", d.Summary, r.Filename)
+				}
+				for _, p := range []jsonPos{r.Start, r.End} {
+					if p.Line < 1 || p.Line >= len(lineStart) || p.Byte > len(src) || lineStart[p.Line]+p.Column-1 != p.Byte {
+						// Columns count characters; every fixture line with a
+						// diagnostic is ASCII, so they are bytes too.
+						t.Errorf("%q: position %+v does not match the file", d.Summary, p)
+					}
+				}
+				if r.End.Byte < r.Start.Byte {
+					t.Errorf("%q: range ends before it starts: %+v", d.Summary, r)
+				}
+			}
+			for i, line := range strings.Split(string(src), "\n") {
+				m := marker.FindStringSubmatch(line)
+				if m == nil {
+					continue
+				}
+				found := false
+				for _, d := range res.Diagnostics {
+					if d.Range != nil && d.Range.Start.Line == i+1 && strings.Contains(d.Summary, m[1]) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("line %d: no diagnostic %q starting there in %s", i+1, m[1], out)
+				}
+			}
+		})
 	}
 }
