@@ -24,14 +24,13 @@ func (b *Backend) queueURL(name string) string {
 	return "sqlite://" + b.path + "#" + name
 }
 
-// loadQueue reads a queue's configuration; q may be a *sql.Tx or *sql.DB.
-func loadQueue(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, path, name string) (queueRow, error) {
+// loadQueue scans a queue's configuration from row, the result of
+// sqlLoadQueue (on the read pool, or in a write transaction).
+func loadQueue(row *sql.Row, path, name string) (queueRow, error) {
 	var r queueRow
 	var vis, ret, del int64
 	var tags string
-	err := q.QueryRowContext(ctx, `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`, name).Scan(&vis, &ret, &del, &tags)
+	err := row.Scan(&vis, &ret, &del, &tags)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
 	}
@@ -57,7 +56,7 @@ func (b *Backend) CreateQueue(ctx context.Context, name string, attrs reconcile.
 		return fmt.Errorf("create queue %s: %w", name, err)
 	}
 	err = b.write(ctx, func(tx *sql.Tx) error {
-		cur, err := loadQueue(ctx, tx, b.path, name)
+		cur, err := loadQueue(b.st.loadQueueW.tx(ctx, tx).queryRow(ctx, name), b.path, name)
 		switch {
 		case errors.Is(err, reconcile.ErrQueueNotFound):
 			tags, _ := json.Marshal(attrs.Tags)
@@ -97,7 +96,7 @@ func (b *Backend) UpdateQueue(ctx context.Context, name string, attrs reconcile.
 		return fmt.Errorf("update queue %s: %w", name, err)
 	}
 	err = b.write(ctx, func(tx *sql.Tx) error {
-		cur, err := loadQueue(ctx, tx, b.path, name)
+		cur, err := loadQueue(b.st.loadQueueW.tx(ctx, tx).queryRow(ctx, name), b.path, name)
 		if err != nil {
 			return err
 		}
@@ -139,17 +138,13 @@ func (b *Backend) DeleteQueue(ctx context.Context, name string) error {
 // be told apart as not managed by this stack.
 func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.QueueInfo, error) {
 	info := reconcile.QueueInfo{Name: name, URL: b.queueURL(name)}
-	r, err := loadQueue(ctx, b.rdb, b.path, name)
+	r, err := loadQueue(b.st.loadQueueR.queryRow(ctx, name), b.path, name)
 	if err != nil {
 		return info, fmt.Errorf("describe queue %s in %s: %w", name, b.path, err)
 	}
 	info.Attributes = reconcile.QueueAttributes{VisibilityTimeout: r.visibility, Retention: r.retention, Delay: r.delay, Tags: r.tags}
 	now := ms(b.now())
-	err = b.rdb.QueryRowContext(ctx, `SELECT
-			coalesce(sum(visible_ms <= ?), 0),
-			coalesce(sum(visible_ms > ? AND receive_count > 0), 0),
-			coalesce(sum(visible_ms > ? AND receive_count = 0), 0)
-		FROM messages WHERE queue = ? AND sent_ms > ?`, now, now, now, name, now-r.retention.Milliseconds()).
+	err = b.st.countMessages.queryRow(ctx, now, now, now, name, now-r.retention.Milliseconds()).
 		Scan(&info.Visible, &info.InFlight, &info.Delayed)
 	if err != nil {
 		return info, fmt.Errorf("describe queue %s in %s: count messages: %w", name, b.path, err)

@@ -44,7 +44,7 @@ func (t *InstanceTable) Put(ctx context.Context, in pickup.Instance) error {
 
 // Get returns a record or an error wrapping pickup.ErrNotFound.
 func (t *InstanceTable) Get(ctx context.Context, id string) (pickup.Instance, error) {
-	in, err := scanInstance(t.b.rdb.QueryRowContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE id = ?`, id))
+	in, err := scanInstance(t.b.st.getInstance.queryRow(ctx, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return pickup.Instance{}, fmt.Errorf("instance %s: %w", id, pickup.ErrNotFound)
 	}
@@ -67,9 +67,7 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 	if updated.IsZero() {
 		updated = t.b.now()
 	}
-	in, err := scanInstance(t.b.wdb.QueryRowContext(ctx, `UPDATE instances SET state = ?, owner = ?, updated_ns = ?
-		WHERE id = ? AND state = ? AND owner = ? AND (? = 0 OR threshold_ns > ?)
-		RETURNING `+instanceColumns,
+	in, err := scanInstance(t.b.st.transition.queryRow(ctx,
 		string(tr.To), tr.Owner, nanos(updated), tr.ID, string(tr.From), tr.ExpectOwner, nanos(tr.Now), nanos(tr.Now)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return pickup.Instance{}, fmt.Errorf("transition instance %s %s→%s (expected owner %q): %w", tr.ID, tr.From, tr.To, tr.ExpectOwner, pickup.ErrConditionFailed)

@@ -49,6 +49,7 @@ type Backend struct {
 	// rdb serves reads concurrently (WAL readers do not block the writer).
 	wdb *sql.DB
 	rdb *sql.DB
+	st  stmts
 }
 
 var (
@@ -100,17 +101,20 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(4)
+	// Keep every reader open, so that its prepared statements live on.
+	rdb.SetMaxIdleConns(4)
 	b := &Backend{path: path, stack: opts.Stack, clock: opts.Clock, log: opts.Logger, wdb: wdb, rdb: rdb, pollEvery: 20 * time.Millisecond}
 	if err := b.migrate(ctx); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
+	b.prepareStmts(ctx)
 	return b, nil
 }
 
 // Close closes the database. Calls after Close fail with a transient error.
 func (b *Backend) Close() error {
-	return errors.Join(b.wdb.Close(), b.rdb.Close())
+	return errors.Join(b.closeStmts(), b.wdb.Close(), b.rdb.Close())
 }
 
 // Path is the database file.

@@ -18,8 +18,7 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
-	_, err := s.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := s.b.st.putLease.exec(ctx,
 		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
 	if err != nil {
 		return fmt.Errorf("put pool lease %s of stack %s in %s: %w", rec.LeaseID, s.b.stack, s.b.path, err)
@@ -29,7 +28,7 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 
 // DeleteLease removes a record; a missing one is not an error.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
-	if _, err := s.b.wdb.ExecContext(ctx, `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`, s.b.stack, leaseID); err != nil {
+	if _, err := s.b.st.deleteLease.exec(ctx, s.b.stack, leaseID); err != nil {
 		return fmt.Errorf("delete pool lease %s of stack %s in %s: %w", leaseID, s.b.stack, s.b.path, err)
 	}
 	return nil
@@ -37,7 +36,7 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 
 // LoadLeases returns every record of the stack, ordered by lease ID.
 func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
-	rows, err := s.b.rdb.QueryContext(ctx, `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`, s.b.stack)
+	rows, err := s.b.st.loadLeases.query(ctx, s.b.stack)
 	if err != nil {
 		return nil, fmt.Errorf("load pool leases of stack %s from %s: %w", s.b.stack, s.b.path, err)
 	}

@@ -37,8 +37,7 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 	// One statement: the queue's default delay is read where the message
 	// is inserted, and no row inserted means no such queue.
 	now := q.b.now()
-	res, err := q.b.wdb.ExecContext(ctx, `INSERT INTO messages (queue, body, sent_ms, visible_ms)
-		SELECT name, ?, ?, ? + CASE WHEN ? = 0 THEN delay_ms ELSE ? END FROM queues WHERE name = ?`,
+	res, err := q.b.st.send.exec(ctx,
 		body, ms(now), ms(now), delay.Milliseconds(), delay.Milliseconds(), q.name)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
@@ -95,7 +94,7 @@ func (q *Queue) Receive(ctx context.Context, max int, visibility, wait time.Dura
 // read error it says yes, so that receiveOnce reports the error.
 func (q *Queue) anyVisible(ctx context.Context) bool {
 	var one int
-	err := q.b.rdb.QueryRowContext(ctx, `SELECT 1 FROM messages WHERE queue = ? AND visible_ms <= ? LIMIT 1`, q.name, ms(q.b.now())).Scan(&one)
+	err := q.b.st.anyVisible.queryRow(ctx, q.name, ms(q.b.now())).Scan(&one)
 	return !errors.Is(err, sql.ErrNoRows)
 }
 
@@ -103,7 +102,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, visibility time.Durati
 	var msgs []pickup.Message
 	err := q.b.write(ctx, func(tx *sql.Tx) error {
 		var visMs, retMs int64
-		err := tx.QueryRowContext(ctx, `SELECT visibility_ms, retention_ms FROM queues WHERE name = ?`, q.name).Scan(&visMs, &retMs)
+		err := q.b.st.queueTimeouts.tx(ctx, tx).queryRow(ctx, q.name).Scan(&visMs, &retMs)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("queue %s: %w", q.name, reconcile.ErrQueueNotFound)
 		}
@@ -116,13 +115,10 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, visibility time.Durati
 		now := q.b.now()
 		// Retention: a message older than the queue's retention is gone,
 		// whether or not it was ever received.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE queue = ? AND sent_ms <= ?`, q.name, ms(now)-retMs); err != nil {
+		if _, err := q.b.st.expire.tx(ctx, tx).exec(ctx, q.name, ms(now)-retMs); err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, `UPDATE messages
-			SET receipt = lower(hex(randomblob(12))), visible_ms = ?, receive_count = receive_count + 1
-			WHERE id IN (SELECT id FROM messages WHERE queue = ? AND visible_ms <= ? ORDER BY visible_ms, id LIMIT ?)
-			RETURNING id, body, receipt, receive_count`,
+		rows, err := q.b.st.receive.tx(ctx, tx).query(ctx,
 			ms(now.Add(visibility)), q.name, ms(now), max)
 		if err != nil {
 			return err
@@ -171,7 +167,7 @@ func (q *Queue) deleteOne(ctx context.Context, tx *sql.Tx, h string) error {
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM messages WHERE id = ? AND queue = ? AND receipt = ?`, id, q.name, token)
+	res, err := q.b.st.deleteMessage.tx(ctx, tx).exec(ctx, id, q.name, token)
 	if err != nil {
 		return err
 	}
@@ -185,7 +181,7 @@ func (q *Queue) staleUnlessOne(ctx context.Context, tx *sql.Tx, res sql.Result) 
 	if err != nil || n == 1 {
 		return err
 	}
-	if _, err := loadQueue(ctx, tx, q.b.path, q.name); err != nil {
+	if _, err := loadQueue(q.b.st.loadQueueW.tx(ctx, tx).queryRow(ctx, q.name), q.b.path, q.name); err != nil {
 		return err
 	}
 	return pickup.ErrStaleHandle
@@ -209,7 +205,7 @@ func (q *Queue) changeOne(ctx context.Context, tx *sql.Tx, h string, timeout tim
 	if err != nil {
 		return err
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE messages SET visible_ms = ? WHERE id = ? AND queue = ? AND receipt = ?`,
+	res, err := q.b.st.changeVis.tx(ctx, tx).exec(ctx,
 		ms(q.b.now().Add(timeout)), id, q.name, token)
 	if err != nil {
 		return err

@@ -22,7 +22,7 @@ func (b *Backend) ReadState(ctx context.Context) ([]byte, int64, error) {
 	var doc []byte
 	var version int64
 	var sum string
-	err := b.rdb.QueryRowContext(ctx, `SELECT doc, version, sha256 FROM state WHERE stack = ?`, b.stack).Scan(&doc, &version, &sum)
+	err := b.st.readState.queryRow(ctx, b.stack).Scan(&doc, &version, &sum)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, 0, nil
 	}
