@@ -10,6 +10,9 @@
 // conditional statement, so SQLite's file lock serialises them, and a busy
 // file is waited for (busy_timeout) rather than failed.
 //
+// The statements on hot paths are prepared once at Open and reused
+// (stmts.go); the rest are parsed per call.
+//
 // Start reading at Open (local.go), then queue.go for the message semantics
 // and instances.go for Transition. It is not a general-purpose SQS or
 // DynamoDB emulator: only what rpd's interfaces need is there.

@@ -1,0 +1,153 @@
+package local_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pickup"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// A file whose schema lacks tables (a hand-made version-1 file) still
+// opens: the statements that do not prepare run unprepared and fail when
+// called, naming the missing table, as they did before statements were
+// prepared at Open.
+func TestUnpreparableStatementsFailWhenCalled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "partial.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE pool_leases (stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
+			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
+			PRIMARY KEY (stack, lease_id))`,
+		`PRAGMA user_version = 1`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	db.Close()
+	ctx := context.Background()
+	b := openAt(t, path, "s", nil)
+
+	q := b.Queue("q")
+	if err := q.Send(ctx, "x", 0); err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Errorf("Send without a messages table: %v; want a no such table error", err)
+	}
+	if _, err := q.Receive(ctx, 1, 0, 0); err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Errorf("Receive without a queues table: %v; want a no such table error", err)
+	}
+	if err := q.Delete(ctx, "1.abc"); err == nil || errors.Is(err, pickup.ErrStaleHandle) {
+		t.Errorf("Delete without a messages table: %v; want a non-stale error", err)
+	}
+	if _, err := b.DescribeQueue(ctx, "q"); err == nil || errors.Is(err, reconcile.ErrQueueNotFound) {
+		t.Errorf("DescribeQueue without a queues table: %v; want an error other than not found", err)
+	}
+	if _, err := b.Instances().Transition(ctx, pickup.Transition{ID: "i", From: pickup.StateIdle, To: pickup.StateClaimed}); err == nil || errors.Is(err, pickup.ErrConditionFailed) {
+		t.Errorf("Transition without an instances table: %v; want a transient error", err)
+	}
+	if _, _, err := b.ReadState(ctx); err == nil {
+		t.Error("ReadState without a state table succeeded")
+	}
+	// The pool_leases statements did prepare and work.
+	rec := pools.LeaseRecord{LeaseID: "p/1", Pool: "p", Slots: 1, TTL: time.Minute}
+	if err := b.PoolStore().PutLease(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := b.PoolStore().LoadLeases(ctx); err != nil || len(recs) != 1 {
+		t.Fatalf("LoadLeases = %+v, %v; want the one record", recs, err)
+	}
+}
+
+// Prepared statements are shared by every goroutine: more concurrent
+// readers than read connections, and writers inside and outside
+// transactions, each get their own results.
+func TestPreparedStatementsUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	b := openAt(t, filepath.Join(t.TempDir(), "s.db"), "s", nil)
+	const queues, rounds = 4, 25
+	for i := range queues {
+		if err := b.CreateQueue(ctx, fmt.Sprintf("q%d", i), reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3*queues*rounds)
+	for i := range queues {
+		name := fmt.Sprintf("q%d", i)
+		wg.Add(3)
+		go func() { // sender, then receiver and deleter of its own messages
+			defer wg.Done()
+			q := b.Queue(name)
+			for r := range rounds {
+				body := fmt.Sprintf("%s-%d", name, r)
+				if err := q.Send(ctx, body, 0); err != nil {
+					errs <- err
+					return
+				}
+				msgs, err := q.Receive(ctx, 1, 0, 0)
+				if err != nil || len(msgs) != 1 || msgs[0].Body != body {
+					errs <- fmt.Errorf("receive from %s: %+v, %v; want %q", name, msgs, err, body)
+					return
+				}
+				if err := q.Delete(ctx, msgs[0].ReceiptHandle); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+		go func() { // describer
+			defer wg.Done()
+			for range rounds {
+				info, err := b.DescribeQueue(ctx, name)
+				if err != nil || info.Name != name || info.Attributes.VisibilityTimeout != time.Minute {
+					errs <- fmt.Errorf("describe %s: %+v, %v", name, info, err)
+					return
+				}
+			}
+		}()
+		go func() { // lease writer and reader
+			defer wg.Done()
+			for r := range rounds {
+				id := fmt.Sprintf("%s/%d", name, r)
+				if err := b.PoolStore().PutLease(ctx, pools.LeaseRecord{LeaseID: id, Pool: name, Slots: 1}); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := b.PoolStore().LoadLeases(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if err := b.PoolStore().DeleteLease(ctx, id); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	recs, err := b.PoolStore().LoadLeases(ctx)
+	if err != nil || len(recs) != 0 {
+		t.Errorf("leases left: %+v, %v; want none", recs, err)
+	}
+	for i := range queues {
+		info, err := b.DescribeQueue(ctx, fmt.Sprintf("q%d", i))
+		if err != nil || info.Visible+info.InFlight+info.Delayed != 0 {
+			t.Errorf("queue q%d after the run: %+v, %v; want empty", i, info, err)
+		}
+	}
+}
