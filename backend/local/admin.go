@@ -37,6 +37,12 @@ func loadQueue(row *sql.Row, path, name string) (queueRow, error) {
 	if err != nil {
 		return r, err
 	}
+	return queueFromColumns(path, name, vis, ret, del, tags)
+}
+
+// queueFromColumns converts a queues row's columns.
+func queueFromColumns(path, name string, vis, ret, del int64, tags string) (queueRow, error) {
+	var r queueRow
 	r.visibility, r.retention, r.delay = time.Duration(vis)*time.Millisecond, time.Duration(ret)*time.Millisecond, time.Duration(del)*time.Millisecond
 	if err := json.Unmarshal([]byte(tags), &r.tags); err != nil {
 		return r, fmt.Errorf("queue %s in %s has unreadable tags (%q): %w", name, path, tags, err)
@@ -138,17 +144,23 @@ func (b *Backend) DeleteQueue(ctx context.Context, name string) error {
 // be told apart as not managed by this stack.
 func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.QueueInfo, error) {
 	info := reconcile.QueueInfo{Name: name, URL: b.queueURL(name)}
-	r, err := loadQueue(b.st.loadQueueR.queryRow(ctx, name), b.path, name)
+	// One statement reads the configuration and counts the messages, in one
+	// snapshot.
+	var vis, ret, del int64
+	var tags string
+	err := b.st.describeQueue.queryRow(ctx, ms(b.now()), name).
+		Scan(&vis, &ret, &del, &tags, &info.Visible, &info.InFlight, &info.Delayed)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+	}
+	if err != nil {
+		return info, fmt.Errorf("describe queue %s in %s: %w", name, b.path, err)
+	}
+	r, err := queueFromColumns(b.path, name, vis, ret, del, tags)
 	if err != nil {
 		return info, fmt.Errorf("describe queue %s in %s: %w", name, b.path, err)
 	}
 	info.Attributes = reconcile.QueueAttributes{VisibilityTimeout: r.visibility, Retention: r.retention, Delay: r.delay, Tags: r.tags}
-	now := ms(b.now())
-	err = b.st.countMessages.queryRow(ctx, now, now, now, name, now-r.retention.Milliseconds()).
-		Scan(&info.Visible, &info.InFlight, &info.Delayed)
-	if err != nil {
-		return info, fmt.Errorf("describe queue %s in %s: count messages: %w", name, b.path, err)
-	}
 	return info, nil
 }
 

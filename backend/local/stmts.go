@@ -17,12 +17,14 @@ const (
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
 	sqlLoadLeases  = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`
 
-	sqlLoadQueue     = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
-	sqlCountMessages = `SELECT
-			coalesce(sum(visible_ms <= ?), 0),
-			coalesce(sum(visible_ms > ? AND receive_count > 0), 0),
-			coalesce(sum(visible_ms > ? AND receive_count = 0), 0)
-		FROM messages WHERE queue = ? AND sent_ms > ?`
+	sqlLoadQueue = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
+	// Messages past retention are not counted (Receive deletes them).
+	sqlDescribeQueue = `SELECT q.visibility_ms, q.retention_ms, q.delay_ms, q.tags,
+			coalesce(sum(m.visible_ms <= ?1), 0),
+			coalesce(sum(m.visible_ms > ?1 AND m.receive_count > 0), 0),
+			coalesce(sum(m.visible_ms > ?1 AND m.receive_count = 0), 0)
+		FROM queues q LEFT JOIN messages m ON m.queue = q.name AND m.sent_ms > ?1 - q.retention_ms
+		WHERE q.name = ?2 GROUP BY q.name`
 
 	sqlSend = `INSERT INTO messages (queue, body, sent_ms, visible_ms)
 		SELECT name, ?, ?, ? + CASE WHEN ? = 0 THEN delay_ms ELSE ? END FROM queues WHERE name = ?`
@@ -120,8 +122,8 @@ type stmts struct {
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
 	// on rdb
-	loadLeases, loadQueueR, countMessages stmt
-	anyVisible, getInstance, readState    stmt
+	loadLeases, describeQueue          stmt
+	anyVisible, getInstance, readState stmt
 }
 
 // prepareStmts prepares b.st, after migrate. A statement that does not
@@ -148,8 +150,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.loadQueueW, b.wdb, sqlLoadQueue)
 	prep(&st.transition, b.wdb, sqlTransition)
 	prep(&st.loadLeases, b.rdb, sqlLoadLeases)
-	prep(&st.loadQueueR, b.rdb, sqlLoadQueue)
-	prep(&st.countMessages, b.rdb, sqlCountMessages)
+	prep(&st.describeQueue, b.rdb, sqlDescribeQueue)
 	prep(&st.anyVisible, b.rdb, sqlAnyVisible)
 	prep(&st.getInstance, b.rdb, sqlGetInstance)
 	prep(&st.readState, b.rdb, sqlReadState)
@@ -162,7 +163,7 @@ func (b *Backend) closeStmts() error {
 	for _, p := range []*stmt{
 		&b.st.putLease, &b.st.deleteLease, &b.st.send, &b.st.queueTimeouts, &b.st.expire, &b.st.receive,
 		&b.st.deleteMessage, &b.st.changeVis, &b.st.loadQueueW, &b.st.transition,
-		&b.st.loadLeases, &b.st.loadQueueR, &b.st.countMessages, &b.st.anyVisible, &b.st.getInstance, &b.st.readState,
+		&b.st.loadLeases, &b.st.describeQueue, &b.st.anyVisible, &b.st.getInstance, &b.st.readState,
 	} {
 		if p.s != nil {
 			errs = append(errs, p.s.Close())
