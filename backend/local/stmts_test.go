@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -149,5 +150,48 @@ func TestPreparedStatementsUnderConcurrency(t *testing.T) {
 		if err != nil || info.Visible+info.InFlight+info.Delayed != 0 {
 			t.Errorf("queue q%d after the run: %+v, %v; want empty", i, info, err)
 		}
+	}
+}
+
+// DescribeQueue (one statement for configuration and counts) leaves out
+// messages past the queue's retention, reports a missing queue as
+// ErrQueueNotFound and stored tags it cannot read as an error naming them.
+func TestDescribeRetentionMissingAndBadTags(t *testing.T) {
+	clock := backendtest.NewFakeClock(time.Unix(1000, 0))
+	path := filepath.Join(t.TempDir(), "s.db")
+	b := openAt(t, path, "s", clock.Now)
+	ctx := context.Background()
+	if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{Retention: time.Minute, Tags: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Queue("q").Send(ctx, "old", 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(30 * time.Second)
+	if err := b.Queue("q").Send(ctx, "new", 0); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.DescribeQueue(ctx, "q")
+	if err != nil || info.Visible != 2 || info.Attributes.Retention != time.Minute || info.Attributes.Tags["k"] != "v" {
+		t.Fatalf("Describe before retention = %+v, %v; want 2 visible, retention 1m, tag k=v", info, err)
+	}
+	clock.Advance(31 * time.Second) // "old" is 61s old, "new" 31s
+	if info, err := b.DescribeQueue(ctx, "q"); err != nil || info.Visible != 1 || info.InFlight != 0 || info.Delayed != 0 {
+		t.Fatalf("Describe after the first message's retention = %+v, %v; want 1 visible", info, err)
+	}
+	if _, err := b.DescribeQueue(ctx, "nope"); !errors.Is(err, reconcile.ErrQueueNotFound) {
+		t.Errorf("Describe of a missing queue: %v; want ErrQueueNotFound", err)
+	}
+
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE queues SET tags = '{not json' WHERE name = 'q'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.DescribeQueue(ctx, "q"); err == nil || !strings.Contains(err.Error(), "unreadable tags") {
+		t.Errorf("Describe with unreadable tags: %v; want an error naming them", err)
 	}
 }
