@@ -62,8 +62,6 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pools: task %q in pool %q: %w", req.TaskID, p.name, err)
 	}
-	l := &Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, index: -1}
-
 	p.mu.Lock()
 	if p.deleted {
 		p.mu.Unlock()
@@ -75,6 +73,8 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 		p.mu.Unlock()
 		return nil, fmt.Errorf("pools: task %q asks for %d slot(s), pool %q has %d in total: %w (ask for fewer or grow the pool)", req.TaskID, slots, p.name, total, ErrExceedsCapacity)
 	}
+	l := p.newLeaseLocked()
+	*l = Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, index: -1}
 	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil {
 		l.ext = &leaseExt{ttl: ttl}
 	}

@@ -11,9 +11,9 @@ import (
 // pool's Manager.Release for its task, or, with a TTL, until it expires for
 // want of Heartbeat. Its methods are safe for concurrent use.
 //
-// The struct holds only what the fast path needs (64 bytes, the one
-// allocation of an uncontended Acquire); TTL, ID and store state live in a
-// leaseExt allocated only for leases that have them.
+// The struct holds only what the fast path needs (64 bytes, taken from a
+// block of leases allocated together, see leaseBlockSize); TTL, ID and
+// store state live in a leaseExt allocated only for leases that have them.
 type Lease struct {
 	p        *pool
 	taskID   string

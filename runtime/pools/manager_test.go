@@ -505,3 +505,74 @@ func TestImportsNothingOfRPD(t *testing.T) {
 		}
 	}
 }
+
+// Lookups go through a scanned slice for a few pools and the map beyond
+// fewPools; both agree as pools come and go.
+func TestPoolLookupFewAndMany(t *testing.T) {
+	m := newTestManager(t, Options{})
+	names := []string{DefaultPool}
+	check := func(stage string) {
+		t.Helper()
+		for _, name := range names {
+			if p := m.lookup(name); p == nil || p.name != name {
+				t.Fatalf("%s: lookup(%q) = %v", stage, name, p)
+			}
+		}
+		if p := m.lookup("absent"); p != nil {
+			t.Fatalf("%s: lookup of an absent pool found %q", stage, p.name)
+		}
+		if _, err := m.Acquire(context.Background(), "absent", Request{}); !errors.Is(err, ErrUnknownPool) {
+			t.Fatalf("%s: acquire on an absent pool: %v, want ErrUnknownPool", stage, err)
+		}
+	}
+	for i := range 3 * fewPools {
+		name := "p" + strings.Repeat("x", i%3) + string(rune('a'+i))
+		if err := m.CreatePool(name, 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		check("grown to " + name)
+	}
+	for len(names) > 2 {
+		if err := m.DeletePool(names[len(names)-1]); err != nil {
+			t.Fatal(err)
+		}
+		names = names[:len(names)-1]
+		check("shrunk to " + names[len(names)-1])
+	}
+}
+
+// Leases come from blocks; each is distinct, and releasing one twice (a
+// stale handle) never frees a neighbour's slots.
+func TestLeasesFromBlocksAreDistinct(t *testing.T) {
+	m := newTestManager(t, Options{})
+	const n = 2*leaseBlockSize + 3
+	if err := m.CreatePool("blk", n, ""); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*Lease]bool{}
+	var held []*Lease
+	for range n {
+		l := mustAcquire(t, m, "blk", Request{TaskID: "t"})
+		if seen[l] {
+			t.Fatal("a lease was handed out twice")
+		}
+		seen[l] = true
+		held = append(held, l)
+	}
+	for i := 0; i < n; i += 2 {
+		for range 2 {
+			if err := held[i].Release(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := mustStatus(t, m, "blk"); st.Used != n/2 {
+		t.Fatalf("after releasing every other lease twice: used %d, want %d", st.Used, n/2)
+	}
+	for i := 1; i < n; i += 2 {
+		if !held[i].Held() {
+			t.Fatalf("lease %d lost its slot to a neighbour's double release", i)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			rep.Known++
 			continue
 		}
-		p := (*m.pools.Load())[rec.Pool]
+		p := m.pools.Load().get(rec.Pool)
 		if p == nil {
 			rep.Orphaned = append(rep.Orphaned, rec.LeaseID)
 			m.log.Warn("pools: lease record names an unknown pool; configure the pool and restore again", "lease", rec.LeaseID, "pool", rec.Pool)
