@@ -3,6 +3,7 @@ package pools
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -229,26 +230,63 @@ func (m *Manager) UpdatePool(name string, slots int) error {
 	return nil
 }
 
+// ConfigurePools applies ConfigurePool to each of cfgs, publishing the new
+// pools in one snapshot: configuring n pools costs O(n) instead of the O(n²)
+// of n ConfigurePool calls. Every cfg is validated first; if any is invalid
+// the error (joined, one per invalid cfg) is returned and nothing changes.
+// A name given twice is an error too.
+func (m *Manager) ConfigurePools(cfgs ...PoolConfig) error {
+	var errs []error
+	seen := make(map[string]bool, len(cfgs))
+	for _, c := range cfgs {
+		if err := c.validate(); err != nil {
+			errs = append(errs, err)
+		} else if seen[c.Name] {
+			errs = append(errs, fmt.Errorf("pools: pool %q: configured twice in one call: %w", c.Name, ErrInvalidPool))
+		}
+		seen[c.Name] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.configureLocked(cfgs, false)
+}
+
 func (m *Manager) configure(cfg PoolConfig, mustBeNew bool) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.configureLocked([]PoolConfig{cfg}, mustBeNew)
+}
+
+// configureLocked applies valid cfgs, creating missing pools in one new
+// snapshot. With mustBeNew an existing pool is an error (before any change).
+func (m *Manager) configureLocked(cfgs []PoolConfig, mustBeNew bool) error {
 	old := m.pools.Load().byName
-	if p := old[cfg.Name]; p != nil {
-		if mustBeNew {
-			return fmt.Errorf("pools: pool %q: %w (use UpdatePool to resize it)", cfg.Name, ErrPoolExists)
+	var snap map[string]*pool
+	for _, cfg := range cfgs {
+		if p := old[cfg.Name]; p != nil {
+			if mustBeNew {
+				return fmt.Errorf("pools: pool %q: %w (use UpdatePool to resize it)", cfg.Name, ErrPoolExists)
+			}
+			p.mu.Lock()
+			p.description, p.maxQueued, p.leaseTTL = cfg.Description, cfg.MaxQueued, cfg.LeaseTTL
+			p.resizeLocked(cfg.Slots)
+			p.mu.Unlock()
+			continue
 		}
-		p.mu.Lock()
-		p.description, p.maxQueued, p.leaseTTL = cfg.Description, cfg.MaxQueued, cfg.LeaseTTL
-		p.resizeLocked(cfg.Slots)
-		p.mu.Unlock()
-		return nil
+		if snap == nil {
+			snap = maps.Clone(old)
+		}
+		snap[cfg.Name] = newPool(m, cfg)
 	}
-	snap := maps.Clone(old)
-	snap[cfg.Name] = newPool(m, cfg)
-	m.pools.Store(newPoolTable(snap))
+	if snap != nil {
+		m.pools.Store(newPoolTable(snap))
+	}
 	return nil
 }
 

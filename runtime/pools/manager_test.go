@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -573,6 +574,47 @@ func TestLeasesFromBlocksAreDistinct(t *testing.T) {
 	for i := 1; i < n; i += 2 {
 		if !held[i].Held() {
 			t.Fatalf("lease %d lost its slot to a neighbour's double release", i)
+		}
+	}
+}
+
+// ConfigurePools creates and updates many pools in one snapshot; an invalid
+// or repeated entry changes nothing.
+func TestConfigurePools(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.CreatePool("old", 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	held := mustAcquire(t, m, "old", Request{TaskID: "t", Slots: 2})
+	var cfgs []PoolConfig
+	for i := range 2000 {
+		cfgs = append(cfgs, PoolConfig{Name: "p" + strconv.Itoa(i), Slots: 1 + i%5})
+	}
+	cfgs = append(cfgs, PoolConfig{Name: "old", Slots: 1, Description: "shrunk"})
+	if err := m.ConfigurePools(cfgs...); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(m.ListPools()); got != 2002 {
+		t.Fatalf("%d pools, want 2002 (default_pool, old and 2000 new)", got)
+	}
+	if st := mustStatus(t, m, "p1999"); st.Total != 5 {
+		t.Fatalf("p1999: %+v, want 5 slots", st)
+	}
+	if st := mustStatus(t, m, "old"); st.Total != 1 || st.Used != 2 || st.Available != 0 || st.Description != "shrunk" {
+		t.Fatalf("old after a shrink below its holder: %+v", st)
+	}
+	held.Release()
+
+	for name, bad := range map[string][]PoolConfig{
+		"invalid":  {{Name: "fresh", Slots: 1}, {Name: "bad", Slots: 0}},
+		"repeated": {{Name: "fresh", Slots: 1}, {Name: "fresh", Slots: 2}},
+	} {
+		err := m.ConfigurePools(bad...)
+		if !errors.Is(err, ErrInvalidPool) {
+			t.Fatalf("%s: %v, want ErrInvalidPool", name, err)
+		}
+		if m.lookup("fresh") != nil {
+			t.Fatalf("%s: a rejected call created a pool", name)
 		}
 	}
 }
