@@ -57,17 +57,26 @@ func (p *Pool) claim(slot bool) (n uint64, ok bool) {
 		}
 		if p.claims.CompareAndSwap(cur, next) {
 			n = cur >> claimShift
-			if n == claimMax {
-				p.claimWraps.Add(1)
-			}
-			if n%permitBlockSize == 0 {
-				// First of its block: prepare the next block, so the next
-				// permitBlockSize claimers find it ready.
-				g := n/permitBlockSize + 1
-				p.blocks[g%blockRing].Store(&permitBlock{gen: g})
+			if n%permitBlockSize == 0 || n == claimMax {
+				p.numbered(n)
 			}
 			return n, true
 		}
+	}
+}
+
+// numbered does the bookkeeping of a claimed permit number n that is the
+// first of its block or claimMax; claim tests for those cases itself, so
+// that the common case costs no call.
+func (p *Pool) numbered(n uint64) {
+	if n == claimMax {
+		p.claimWraps.Add(1)
+	}
+	if n%permitBlockSize == 0 {
+		// First of its block: prepare the next block, so the next
+		// permitBlockSize claimers find it ready.
+		g := n/permitBlockSize + 1
+		p.blocks[g%blockRing].Store(&permitBlock{gen: g})
 	}
 }
 

@@ -1,0 +1,71 @@
+package fatjob
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+)
+
+// ErrRestoreOverflow is returned by Restore when the permit's spill slot
+// would leave more slots held than the pool can count.
+var ErrRestoreOverflow = errors.New("fatjob: too many spill slots held to restore another")
+
+// Restore re-creates a permit that was held before a restart: a daemon whose
+// remote holders outlived it gives them back what they still hold. It takes
+// r's resources unconditionally, without queuing and even if they are not
+// available: when the budgets shrank while the holder was away, the pool is
+// left holding more than its total, exactly as after a Reconfigure that
+// shrinks below what is held — nothing is revoked, the available amounts
+// read 0 and new requests wait until enough is released. A spill slot is
+// counted only if the pool's spill slots are limited now.
+//
+// Restore does jump the queue, so call it before serving new requests.
+// It fails only for a request no Config could hold (a byte count above
+// MaxBudgetBytes) or, with ErrRestoreOverflow, when the pool already
+// counts MaxSpillSlots more spill slots held than it has.
+func (p *Pool) Restore(r Request) (*Permit, error) {
+	if r.ScanRingBytes > MaxBudgetBytes || r.DeltaCacheBytes > MaxBudgetBytes {
+		return nil, fmt.Errorf("fatjob: restore a permit of %d scan-ring and %d delta-cache bytes: more than MaxBudgetBytes", r.ScanRingBytes, r.DeltaCacheBytes)
+	}
+	if r.isEmpty() {
+		return p.grantEmpty(), nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	spill := SpillNotRequested
+	if r.NeedsSpillSlot {
+		spill = SpillUnlimited
+		if p.cfg.SpillSlots != nil {
+			spill = SpillLimited
+			if p.spillAvailable() <= -MaxSpillSlots {
+				return nil, fmt.Errorf("%w (%d counted slots held beyond the total)", ErrRestoreOverflow, -p.spillAvailable())
+			}
+		}
+	}
+	// Close the gate, as Reconfigure does, so lock-free acquirers in flight
+	// retry under the mutex instead of racing the forced take.
+	p.gate.Add(gateEnter)
+	defer p.gate.Add(gateLeave)
+	lower(&p.floor[resScan], p.scan.Add(-int64(r.ScanRingBytes)))
+	lower(&p.floor[resDelta], p.delta.Add(-int64(r.DeltaCacheBytes)))
+	add := uint64(claimUnit)
+	if spill == SpillLimited {
+		add-- // the slot, taken even when none is free
+	}
+	w := p.claims.Add(add)
+	n := (w - add) >> claimShift
+	if n%permitBlockSize == 0 || n == claimMax {
+		p.numbered(n)
+	}
+	if spill == SpillLimited {
+		lower(&p.floor[resSpill], spillField(w))
+	}
+	return p.grant(r, spill, n), nil
+}
+
+// lower sets f to v if v is lower (f is written under Pool.mu only).
+func lower(f *atomic.Int64, v int64) {
+	if v < f.Load() {
+		f.Store(v)
+	}
+}
