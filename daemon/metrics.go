@@ -181,7 +181,7 @@ func (c *componentCollector) Collect(ch chan<- prometheus.Metric) {
 			ev string
 			v  uint64
 		}{{"granted", st.Granted}, {"queued", st.Queued}, {"expired_unconfirmed", st.ExpiredUnconfirmed}, {"denied_stale", st.DeniedStale},
-			{"source_errors", st.SourceErrors}, {"figures", st.Figures}, {"confirmed", st.Confirmed}, {"retired", st.Retired}, {"cancelled", st.Cancelled}} {
+			{"source_errors", st.SourceErrors}, {"figures", st.Figures}, {"confirmed", st.Confirmed}, {"retired", st.Retired}, {"cancelled", st.Cancelled}, {"restored", st.Restored}} {
 			counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
 		}
 	}

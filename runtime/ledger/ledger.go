@@ -40,12 +40,14 @@ type Request struct {
 
 // Ledger guards one VM ceiling. It is safe for concurrent use.
 //
-// Invariant, enforced in grantLocked and nowhere else: a claim is created only
+// Invariant, enforced in grantLocked and nowhere else: a claim is granted only
 // when the figure is fresh and providerActive + localClaims + Count <= Max,
 // where localClaims sums every claim that still counts. A claim counts until it
 // is cancelled, expires unconfirmed after ClaimTTL, or is confirmed and then
 // retired by a figure taken strictly after the confirmation. So every VM a
 // grant made possible is covered either by its claim or by the figure.
+// (Restore re-creates claims granted by an earlier process; they count
+// unconditionally, so the invariant holds across restarts too.)
 //
 // Fairness: waiting requests (Request callers and TryRequest tickets) form one
 // FIFO queue and are served strictly head-of-line: a large request at the head
@@ -94,6 +96,11 @@ type Option func(*Ledger)
 
 // WithClock makes the ledger read time from c (default SystemClock()).
 func WithClock(c Clock) Option { return func(l *Ledger) { l.clock = c } }
+
+// WithFirstClaimID makes id the ledger's first claim ID (default 1). A daemon
+// starts each process at a random ID, so an ID held by a client of an
+// earlier process does not name an unrelated claim of this one.
+func WithFirstClaimID(id ClaimID) Option { return func(l *Ledger) { l.nextID = uint64(id) - 1 } }
 
 // WithLogger makes the ledger log to log (default: discard).
 func WithLogger(log *slog.Logger) Option { return func(l *Ledger) { l.log = log } }
@@ -388,6 +395,7 @@ type Stats struct {
 	Confirmed          uint64
 	Retired            uint64 // confirmed claims retired by a later figure
 	Cancelled          uint64
+	Restored           uint64 // claims re-created by Restore after a restart
 }
 
 // Stats returns the counters.
@@ -410,6 +418,9 @@ func (l *Ledger) fitsLocked(count int) bool {
 // fitsLocked; this is the only place claims are born.
 func (l *Ledger) grantLocked(req Request, now time.Time) *Claim {
 	l.nextID++
+	for l.nextID == 0 || l.claims[ClaimID(l.nextID)] != nil {
+		l.nextID++ // skip IDs taken by restored claims (and 0, never an ID)
+	}
 	c := &Claim{
 		l:         l,
 		id:        ClaimID(l.nextID),
