@@ -28,6 +28,11 @@ type RestoredClaim struct {
 // above Max (it was granted under the figures of its time; lowering Max
 // revokes nothing either); new requests wait until there is room.
 //
+// New claims skip the IDs of restored claims while those count. To keep a
+// new process from reusing the IDs of claims that ended before it started
+// (which a client may still quote), start it at another ID with
+// WithFirstClaimID, as the daemon does.
+//
 // Restore fails with ErrInvalidRequest for a Count below 1, a zero ID or an
 // ID already in use, and with ErrClaimEnded for an unconfirmed claim whose
 // ExpiresAt has passed (it would no longer count).

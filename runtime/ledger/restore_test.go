@@ -31,7 +31,9 @@ func TestRestoreKeepsClaimsCountingAcrossARestart(t *testing.T) {
 	}
 
 	// The restart: a new ledger on the same clock, restored before serving.
-	after, err := New(cfg, WithClock(clk))
+	// Like the daemon, the new process numbers its claims from elsewhere, so
+	// it reuses no ID an old client may still hold.
+	after, err := New(cfg, WithClock(clk), WithFirstClaimID(1<<32+1))
 	if err != nil {
 		t.Fatal(err)
 	}
