@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -73,6 +74,9 @@ func (p *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error)
 			return nil, ddbError("Query", table, fmt.Errorf("pool leases of stack %s: %w", p.b.stack, err))
 		}
 		for _, item := range page.Items {
+			if k, ok := item["leaseId"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(k.Value, grantPrefix) {
+				continue // a GrantStore record
+			}
 			r := itemReader{item: item}
 			rec := pools.LeaseRecord{
 				LeaseID: r.str("leaseId"), Pool: r.str("pool"), TaskID: r.str("taskId"),

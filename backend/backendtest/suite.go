@@ -27,6 +27,7 @@ type Harness struct {
 	Queue     func(name string) pickup.Queue
 	Instances pickup.InstanceTable
 	Pools     pools.Store
+	Grants    GrantStore
 
 	// Prefix is prepended to every queue name the suite creates, so that
 	// harnesses sharing one SQS endpoint do not collide.
@@ -41,6 +42,14 @@ type Harness struct {
 	Broken func(t *testing.T) (pickup.InstanceTable, pickup.Queue)
 	// Deviations lists where the backend's service knowingly differs.
 	Deviations Deviations
+}
+
+// GrantStore is the daemon's store of budget permits and VM-ceiling claims:
+// opaque records by ID, kept apart from the pool leases.
+type GrantStore interface {
+	PutGrant(ctx context.Context, id string, body []byte) error
+	DeleteGrant(ctx context.Context, id string) error
+	LoadGrants(ctx context.Context) (map[string][]byte, error)
 }
 
 // Deviations are documented differences between a backend and the
@@ -101,6 +110,7 @@ func Run(t *testing.T, f Factory) {
 		{"LockExpiryAndRenew", testLockExpiry},
 		{"ForceUnlock", testForceUnlock},
 		{"PoolStore", testPoolStore},
+		{"GrantStore", testGrantStore},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -912,5 +922,53 @@ func testPoolStore(t *testing.T, h *Harness) {
 			got[i].Slots != want[i].Slots || !got[i].GrantedAt.Equal(want[i].GrantedAt) || !got[i].ExpiresAt.Equal(want[i].ExpiresAt) || got[i].TTL != want[i].TTL {
 			t.Errorf("LoadLeases[%d] = %+v; want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// testGrantStore: records round-trip byte for byte, a put replaces, deletes
+// are idempotent, and grants and pool leases never see each other's records.
+func testGrantStore(t *testing.T, h *Harness) {
+	c := ctx(t)
+	if err := h.Grants.PutGrant(c, "", []byte("x")); err == nil {
+		t.Error("PutGrant with an empty ID succeeded")
+	}
+	want := map[string][]byte{
+		"permit/scanner~a1-1": []byte(`{"kind":"permit","budget":"scanner","scan_ring_bytes":1024}`),
+		"claim/fleet/0001":    []byte(`{"kind":"claim"}`),
+		"binary":              {0, 1, 2, 255},
+	}
+	for id, body := range want {
+		if err := h.Grants.PutGrant(c, id, []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Grants.PutGrant(c, id, body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.Grants.PutGrant(c, "gone", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := h.Grants.DeleteGrant(c, "gone"); err != nil {
+			t.Fatalf("DeleteGrant (again): %v", err)
+		}
+	}
+	lease := pools.LeaseRecord{LeaseID: "p/a-1", Pool: "p", TaskID: "t", Slots: 1, GrantedAt: h.Now(), ExpiresAt: h.Now().Add(time.Minute), TTL: time.Minute}
+	if err := h.Pools.PutLease(c, lease); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Grants.LoadGrants(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadGrants = %q, want %q", got, want)
+	}
+	leases, err := h.Pools.LoadLeases(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 1 || leases[0].LeaseID != lease.LeaseID {
+		t.Fatalf("LoadLeases = %+v, want only %s (grants must not appear as pool leases)", leases, lease.LeaseID)
 	}
 }

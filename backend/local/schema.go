@@ -69,6 +69,14 @@ var migrations = []string{
 	);`,
 	// 2: pools.LeaseRecord.TTL (0 in records written by version 1).
 	`ALTER TABLE pool_leases ADD COLUMN ttl_ns INTEGER NOT NULL DEFAULT 0;`,
+	// 3: the daemon's other remote grants (budget permits, VM-ceiling
+	// claims), as opaque records.
+	`CREATE TABLE grants (
+		stack TEXT NOT NULL,
+		id    TEXT NOT NULL,
+		body  BLOB NOT NULL,
+		PRIMARY KEY (stack, id)
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.
