@@ -23,6 +23,7 @@ type backendHandle struct {
 	admin     reconcile.QueueAdmin
 	tables    reconcile.TableAdmin // aws only
 	poolStore pools.Store
+	grants    grantStore
 	queue     func(name string) pickup.Queue
 	instances pickup.InstanceTable
 	close     func() error
@@ -46,6 +47,7 @@ func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*back
 			kind: "local", path: lb.Path(),
 			state: lb, locker: lb, admin: lb,
 			poolStore: lb.PoolStore(),
+			grants:    lb.GrantStore(),
 			queue:     func(name string) pickup.Queue { return lb.Queue(name) },
 			instances: lb.Instances(),
 			close:     lb.Close,
@@ -61,6 +63,7 @@ func openBackend(ctx context.Context, cfg *spec.Config, log *slog.Logger) (*back
 			state: ab, locker: ab, admin: ab,
 			tables:    ab,
 			poolStore: ab.PoolStore(),
+			grants:    ab.GrantStore(),
 			queue:     func(name string) pickup.Queue { return ab.Queue(name) },
 			instances: ab.Instances(),
 			close:     func() error { return nil },

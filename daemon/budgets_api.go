@@ -99,9 +99,13 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	l := d.permits.add(api.Lease{
+	l, err := d.permits.add(r.Context(), api.Lease{
 		Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(),
 	}, ttl, perm.Release)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	if err := writeJSON(w, http.StatusOK, l); err != nil {
 		_ = d.permits.release(l.LeaseID, "")
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -82,8 +83,14 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+		c.Cancel() // a claim a restart would forget could over-book
+		d.fail(w, r, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err))
+		return
+	}
 	if err := writeJSON(w, http.StatusOK, claimJSON(name, c, false)); err != nil {
 		c.Cancel()
+		d.grants.deleteClaim(name, c.ID())
 	}
 }
 
@@ -119,16 +126,27 @@ func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+		// Confirmed here, not in the record; confirming again is harmless
+		// and records it.
+		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))
+		return
+	}
 	_ = writeJSON(w, http.StatusOK, claimJSON(name, c, true))
 }
 
 func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
-	_, c, err := d.claim(r)
+	name, c, err := d.claim(r)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	c.Cancel()
+	if !d.comp.claimLive(name, c.ID()) {
+		// A confirmed claim counts on until the next figure; sweepClaims
+		// deletes its record then.
+		d.grants.deleteClaim(name, c.ID())
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

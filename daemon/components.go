@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +42,9 @@ type components struct {
 	budgets     map[string]*budget
 	ceilings    map[string]*ceiling
 	classes     map[string]*class
+	// claimBase is this process's first VM-ceiling claim ID, random so that
+	// a claim ID a client kept from an earlier daemon names no claim here.
+	claimBase ledger.ClaimID
 }
 
 type budget struct {
@@ -70,7 +75,16 @@ func newComponents(log *slog.Logger, pm *pools.Manager, be *backendHandle) *comp
 		budgets:     map[string]*budget{},
 		ceilings:    map[string]*ceiling{},
 		classes:     map[string]*class{},
+		claimBase:   randomClaimBase(),
 	}
+}
+
+// randomClaimBase returns 2^32 × a random 31-bit number + 1: each process
+// numbers its claims from its own region of the ID space.
+func randomClaimBase() ledger.ClaimID {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return ledger.ClaimID(uint64(binary.BigEndian.Uint32(b[:])>>1)<<32 + 1)
 }
 
 // plan is a validated configuration change, built completely before
@@ -149,7 +163,7 @@ func (c *components) prepare(cfg *spec.Config) (*plan, error) {
 		}
 		p.ceilingCfg[v.Name] = lc
 		if _, ok := c.ceilings[v.Name]; !ok {
-			l, err := ledger.New(lc, ledger.WithLogger(c.log.With("vm_ceiling", v.Name)))
+			l, err := ledger.New(lc, ledger.WithLogger(c.log.With("vm_ceiling", v.Name)), ledger.WithFirstClaimID(c.claimBase))
 			if err != nil {
 				errs = append(errs, at(v.DeclRange, "vm_ceiling %q: %v", v.Name, err))
 				continue
@@ -407,6 +421,16 @@ func (c *components) budget(name string) (*budget, bool) {
 	defer c.mu.RUnlock()
 	b, ok := c.budgets[name]
 	return b, ok
+}
+
+// claimLive reports whether claim id of the named ceiling still counts.
+func (c *components) claimLive(name string, id ledger.ClaimID) bool {
+	ce, ok := c.ceiling(name)
+	if !ok {
+		return false
+	}
+	_, ok = ce.ledger.Lookup(id)
+	return ok
 }
 
 func (c *components) ceiling(name string) (*ceiling, bool) {

@@ -79,6 +79,8 @@ type Daemon struct {
 	backend *backendHandle
 	comp    *components
 	permits *permitTable
+	// grants records permits and ceiling claims in the backend.
+	grants  *grants
 	metrics *metrics
 	// leaseStore is the pools' Store: the backend's, with deletes deferred.
 	leaseStore *asyncDeleteStore
@@ -128,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Clock == nil {
 		opts.Clock = pools.SystemClock{}
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), permits: newPermitTable(opts.Clock)}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now()}
 	d.metrics = newMetrics(d)
 
 	cfg, hash, err := d.initialConfig()
@@ -153,6 +155,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
 	}
 	d.leaseStore = newAsyncDeleteStore(d.backend.poolStore, d.log)
+	d.grants = newGrants(d.backend.grants, d.log)
+	d.permits = newPermitTable(opts.Clock, d.grants)
 	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
 	if err != nil {
 		d.close()
@@ -183,6 +187,15 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
 		d.log.Info("restored pool leases held before the restart", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
+	}
+	grep, err := d.restoreGrants(ctx)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
+	}
+	if grep != (restoreReport{}) {
+		d.log.Info("restored budget permits and VM-ceiling claims held before the restart",
+			"permits", grep.Permits, "claims", grep.Claims, "expired", grep.Expired, "dropped", grep.Dropped, "unreadable", grep.Unreadable)
 	}
 
 	d.ln, err = net.Listen("tcp", listen)
@@ -224,11 +237,9 @@ func (d *Daemon) Handler() http.Handler { return d.handler }
 // components until ctx is done, then shuts down gracefully: it stops
 // accepting connections, wakes every waiting request (they answer 503),
 // waits up to DrainTimeout for in-flight requests, and closes the backend.
-// Held pool leases are already durable in the backend and are restored by
-// the next daemon. Budget permits and VM-ceiling claims live in this
-// process only: the shutdown drops them, with a warning saying how many,
-// and the next daemon starts with every budget full and no local claims.
-// Run returns nil after a clean shutdown.
+// Held pool leases, budget permits and VM-ceiling claims are already
+// recorded in the backend and are restored by the next daemon, under the
+// same IDs. Run returns nil after a clean shutdown.
 func (d *Daemon) Run(ctx context.Context) error {
 	ran := false
 	d.runOnce.Do(func() { ran = true })
@@ -291,29 +302,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
 		_ = srv.Close()
 	}
-	d.warnVolatile()
 	d.close()
 	d.log.Info("rpd daemon stopped")
 	return err
-}
-
-// warnVolatile logs the grants a shutdown drops: budget permits and
-// VM-ceiling claims are not persisted (pool leases are).
-func (d *Daemon) warnVolatile() {
-	permits := 0
-	for _, n := range d.permits.count() {
-		permits += n
-	}
-	claims := 0
-	d.comp.mu.RLock()
-	for _, ce := range d.comp.ceilings {
-		claims += ce.ledger.Status().LocalClaims
-	}
-	d.comp.mu.RUnlock()
-	if permits+claims > 0 {
-		d.log.Warn("shutdown drops the budget permits and VM-ceiling claims held: they live in memory only (pool leases are persisted); their holders get 404 on heartbeat, confirm or release from the next daemon and must ask again, and a ceiling may briefly over-book VMs started under a dropped claim that the provider's figure does not count yet",
-			"budget_permits", permits, "ceiling_claims", claims)
-	}
 }
 
 func (d *Daemon) close() {
@@ -323,6 +314,10 @@ func (d *Daemon) close() {
 	if d.leaseStore != nil {
 		d.leaseStore.close()
 	}
+	if d.comp != nil {
+		d.grants.sweepClaims(d.comp.claimLive) // records of claims that ended since the last sweep
+	}
+	d.grants.close()
 	if d.backend != nil {
 		if err := d.backend.close(); err != nil {
 			d.log.Warn("closing the backend", "err", err)
@@ -339,6 +334,7 @@ func (d *Daemon) sweepLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			d.comp.sweep()
+			d.grants.sweepClaims(d.comp.claimLive)
 		}
 	}
 }

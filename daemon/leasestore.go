@@ -9,19 +9,19 @@ import (
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
-// asyncDeleteStore wraps the backend's pool lease store so that releases
-// do not wait for their record's delete: grants (PutLease) stay
-// synchronous, deletes are queued and written by one background goroutine.
+// deleteQueue deletes durable records of released grants in the background:
+// a release answers without waiting for its record's delete, which one
+// goroutine writes. Grants (puts) stay synchronous.
 //
-// Why this is safe: a delete lost to a crash leaves a record of a lease
-// that was already released; the next daemon restores it as held until its
-// TTL runs out, so the pool under-commits for at most one TTL and never
-// over-commits. A lost PutLease would over-commit, which is why grants are
-// never deferred. close flushes the queue, so a clean shutdown loses
-// nothing.
-type asyncDeleteStore struct {
-	pools.Store
-	log *slog.Logger
+// Why this is safe: a delete lost to a crash leaves a record of a grant that
+// was already released; the next daemon restores it as held until its TTL
+// runs out, so the component under-commits for at most one TTL and never
+// over-commits. A lost put would over-commit, which is why grants are never
+// deferred. close flushes the queue, so a clean shutdown loses nothing.
+type deleteQueue struct {
+	what string // "pool lease", "grant": for the log
+	del  func(ctx context.Context, id string) error
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	queue   []string
@@ -31,45 +31,46 @@ type asyncDeleteStore struct {
 	timeout time.Duration
 }
 
-func newAsyncDeleteStore(s pools.Store, log *slog.Logger) *asyncDeleteStore {
-	a := &asyncDeleteStore{Store: s, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: 5 * time.Second}
-	go a.run()
-	return a
+func newDeleteQueue(what string, del func(context.Context, string) error, log *slog.Logger) *deleteQueue {
+	q := &deleteQueue{what: what, del: del, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: 5 * time.Second}
+	go q.run()
+	return q
 }
 
 // maxQueued bounds the backlog: beyond it a delete is written synchronously.
 const maxQueued = 4096
 
-// DeleteLease queues the delete and returns at once.
-func (a *asyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {
-	a.mu.Lock()
-	if a.closed || len(a.queue) >= maxQueued {
-		a.mu.Unlock()
-		return a.Store.DeleteLease(ctx, leaseID)
+// delete queues the delete of id and returns at once (or, with the queue
+// full or closed, deletes synchronously).
+func (q *deleteQueue) delete(ctx context.Context, id string) error {
+	q.mu.Lock()
+	if q.closed || len(q.queue) >= maxQueued {
+		q.mu.Unlock()
+		return q.del(ctx, id)
 	}
-	a.queue = append(a.queue, leaseID)
-	a.mu.Unlock()
+	q.queue = append(q.queue, id)
+	q.mu.Unlock()
 	select {
-	case a.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 	return nil
 }
 
-func (a *asyncDeleteStore) run() {
-	defer close(a.done)
+func (q *deleteQueue) run() {
+	defer close(q.done)
 	for {
-		a.mu.Lock()
-		batch := a.queue
-		a.queue = nil
-		closed := a.closed
-		a.mu.Unlock()
+		q.mu.Lock()
+		batch := q.queue
+		q.queue = nil
+		closed := q.closed
+		q.mu.Unlock()
 		for _, id := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
-			if err := a.Store.DeleteLease(ctx, id); err != nil {
-				// The record outlives its lease; its TTL (or the next
-				// Restore) drops it.
-				a.log.Warn("could not delete a released pool lease's record", "lease", id, "err", err)
+			ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+			if err := q.del(ctx, id); err != nil {
+				// The record outlives its grant; its TTL (or the next
+				// restore) drops it.
+				q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
 			}
 			cancel()
 		}
@@ -77,23 +78,43 @@ func (a *asyncDeleteStore) run() {
 			return
 		}
 		if len(batch) == 0 {
-			<-a.wake
+			<-q.wake
 		}
 	}
 }
 
-// close writes every queued delete and stops the writer.
-func (a *asyncDeleteStore) close() {
-	a.mu.Lock()
-	if a.closed {
-		a.mu.Unlock()
+// close writes every queued delete and stops the writer. Later deletes are
+// synchronous.
+func (q *deleteQueue) close() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
 		return
 	}
-	a.closed = true
-	a.mu.Unlock()
+	q.closed = true
+	q.mu.Unlock()
 	select {
-	case a.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
-	<-a.done
+	<-q.done
 }
+
+// asyncDeleteStore wraps the backend's pool lease store so that releases do
+// not wait for their record's delete (see deleteQueue).
+type asyncDeleteStore struct {
+	pools.Store
+	q *deleteQueue
+}
+
+func newAsyncDeleteStore(s pools.Store, log *slog.Logger) *asyncDeleteStore {
+	return &asyncDeleteStore{Store: s, q: newDeleteQueue("pool lease", s.DeleteLease, log)}
+}
+
+// DeleteLease queues the delete and returns at once.
+func (a *asyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {
+	return a.q.delete(ctx, leaseID)
+}
+
+// close writes every queued delete and stops the writer.
+func (a *asyncDeleteStore) close() { a.q.close() }

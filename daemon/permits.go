@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -17,12 +19,13 @@ import (
 // has a TTL timer that releases the permit unless a heartbeat re-arms it,
 // so a client that vanishes gives its bytes and spill slot back. (The
 // fatjob package knows nothing of remote holders; this is the daemon's
-// half.) Permits live in memory only: a restarted daemon starts with every
-// budget full.
+// half.) With grants set, every permit is recorded in the backend, so a
+// restarted daemon restores it (restoreGrants) under the same ID.
 type permitTable struct {
 	prefix string
 	seq    atomic.Uint64
 	clock  pools.Clock
+	grants *grants // nil: record nothing
 
 	mu      sync.Mutex
 	leases  map[string]*permitLease
@@ -35,29 +38,50 @@ type permitLease struct {
 	timer   pools.Timer
 }
 
-func newPermitTable(clock pools.Clock) *permitTable {
+func newPermitTable(clock pools.Clock, g *grants) *permitTable {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &permitTable{prefix: hex.EncodeToString(b[:]), clock: clock, leases: map[string]*permitLease{}}
+	return &permitTable{prefix: hex.EncodeToString(b[:]), clock: clock, grants: g, leases: map[string]*permitLease{}}
 }
 
 // isPermitID reports whether a lease ID names a budget permit.
 func isPermitID(id string) bool { return strings.Contains(id, "~") }
 
+// permitRequest is what a permit lease holds, as a fatjob request.
+func permitRequest(l api.Lease) fatjob.Request {
+	return fatjob.Request{ScanRingBytes: l.ScanRingBytes, DeltaCacheBytes: l.DeltaCacheBytes, NeedsSpillSlot: l.Spill}
+}
+
 // add records a granted permit and starts its TTL; release gives the
-// permit back and must be idempotent.
-func (t *permitTable) add(l api.Lease, ttl time.Duration, release func()) api.Lease {
+// permit back and must be idempotent. If the permit cannot be recorded in
+// the backend, add releases it and fails: a grant a restart would forget
+// could over-commit the budget.
+func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, release func()) (api.Lease, error) {
 	l.LeaseID = fmt.Sprintf("%s~%s-%d", l.Budget, t.prefix, t.seq.Add(1))
 	l.Kind = api.KindPermit
 	l.TTLSeconds = ttl.Seconds()
 	l.GrantedAt = t.clock.Now().UTC()
 	l.ExpiresAt = l.GrantedAt.Add(ttl)
+	if err := t.grants.putPermit(ctx, l); err != nil {
+		release()
+		return api.Lease{}, fmt.Errorf("budget %s: the permit was not granted: %w", l.Budget, err)
+	}
+	t.insert(l, ttl, release)
+	return l, nil
+}
+
+// restore re-inserts a permit recorded by an earlier daemon, under its ID,
+// for what is left of its TTL.
+func (t *permitTable) restore(l api.Lease, release func()) {
+	t.insert(l, l.ExpiresAt.Sub(t.clock.Now()), release)
+}
+
+func (t *permitTable) insert(l api.Lease, timeLeft time.Duration, release func()) {
 	pl := &permitLease{lease: l, release: release}
 	t.mu.Lock()
 	t.leases[l.LeaseID] = pl
-	pl.timer = t.clock.AfterFunc(ttl, func() { t.expire(l.LeaseID, pl) })
+	pl.timer = t.clock.AfterFunc(timeLeft, func() { t.expire(l.LeaseID, pl) })
 	t.mu.Unlock()
-	return l
 }
 
 func (t *permitTable) expire(id string, pl *permitLease) {
@@ -71,8 +95,11 @@ func (t *permitTable) expire(id string, pl *permitLease) {
 	t.mu.Unlock()
 	t.expired.Add(1)
 	pl.release()
+	t.grants.deletePermit(id)
 }
 
+// heartbeat extends the permit by its TTL. The caller records the new
+// expiry (grants.putPermit).
 func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -98,6 +125,7 @@ func (t *permitTable) release(id, budget string) error {
 	pl.timer.Stop()
 	t.mu.Unlock()
 	pl.release()
+	t.grants.deletePermit(id)
 	return nil
 }
 
@@ -110,16 +138,4 @@ func (t *permitTable) count() map[string]int {
 		out[pl.lease.Budget]++
 	}
 	return out
-}
-
-// releaseAll gives every permit back (shutdown).
-func (t *permitTable) releaseAll() {
-	t.mu.Lock()
-	all := t.leases
-	t.leases = map[string]*permitLease{}
-	t.mu.Unlock()
-	for _, pl := range all {
-		pl.timer.Stop()
-		pl.release()
-	}
 }

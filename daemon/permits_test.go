@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,19 +17,22 @@ import (
 	"github.com/rpdhq/rpd/api"
 )
 
-// Every permit is released exactly once, whether by release, expiry or
-// releaseAll, whatever the interleaving.
+// Every permit is released exactly once, whether by release or expiry,
+// whatever the interleaving.
 func TestPermitTableReleasesExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := newFakeClock()
-		tab := newPermitTable(clock)
+		tab := newPermitTable(clock, nil)
 		var released []atomic.Int32
 		released = make([]atomic.Int32, 20)
 		var ids []string
 		n := rapid.IntRange(1, 20).Draw(t, "permits")
 		for i := range n {
 			ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * time.Second
-			l := tab.add(api.Lease{Budget: "b"}, ttl, func() { released[i].Add(1) })
+			l, err := tab.add(context.Background(), api.Lease{Budget: "b"}, ttl, func() { released[i].Add(1) })
+			if err != nil {
+				t.Fatal(err)
+			}
 			ids = append(ids, l.LeaseID)
 		}
 		for step := range rapid.IntRange(0, 40).Draw(t, "steps") {
@@ -44,7 +50,9 @@ func TestPermitTableReleasesExactlyOnce(t *testing.T) {
 		if held := tab.count()["b"]; held < 0 || held > n {
 			t.Fatalf("count %d out of range", held)
 		}
-		tab.releaseAll()
+		for _, id := range ids {
+			_ = tab.release(id, "")
+		}
 		clock.Advance(time.Hour)
 		for i := range n {
 			if got := released[i].Load(); got != 1 {
@@ -52,21 +60,25 @@ func TestPermitTableReleasesExactlyOnce(t *testing.T) {
 			}
 		}
 		if tab.count()["b"] != 0 {
-			t.Fatal("permits left after releaseAll")
+			t.Fatal("permits left after releasing all")
 		}
 	})
 }
 
 func TestPermitTableConcurrentRace(t *testing.T) {
 	clock := newFakeClock()
-	tab := newPermitTable(clock)
+	tab := newPermitTable(clock, nil)
 	var releases atomic.Int64
 	var wg sync.WaitGroup
 	const workers, per = 8, 200
 	for w := 0; w < workers; w++ {
 		wg.Go(func() {
 			for i := 0; i < per; i++ {
-				l := tab.add(api.Lease{Budget: "b"}, time.Second, func() { releases.Add(1) })
+				l, err := tab.add(context.Background(), api.Lease{Budget: "b"}, time.Second, func() { releases.Add(1) })
+				if err != nil {
+					t.Error(err)
+					return
+				}
 				if i%3 == 0 {
 					_, _ = tab.heartbeat(l.LeaseID)
 				}
@@ -106,37 +118,174 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// A shutdown says how many in-memory grants (budget permits, ceiling
-// claims) it drops; with none held it says nothing.
-func TestShutdownWarnsOfDroppedPermitsAndClaims(t *testing.T) {
-	const body = "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 3\n  grant = \"immediate\"\n}\n"
-	var logs syncBuffer
-	withLog := func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }
-
-	idle := startDaemon(t, body, withLog)
-	if err := idle.stop(); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(logs.String(), "shutdown drops") {
-		t.Fatalf("a shutdown with nothing held warned of dropped grants:\n%s", logs.String())
-	}
-
-	td := startDaemon(t, body, withLog)
+// Budget permits and ceiling claims outlive the daemon: a restarted one
+// on the same backend counts them under their IDs, and their holders'
+// heartbeat, release, confirm and cancel keep working.
+func TestRestartRestoresPermitsAndClaims(t *testing.T) {
+	const body = "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 5\n  grant = \"immediate\"\n}\n"
 	ctx := ctxT(t)
-	if _, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20}); err != nil {
+	first := startDaemon(t, body)
+	perm, err := first.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20, Spill: true})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := first.c.PushUsage(ctx, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	unconfirmed, err := first.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w1", Count: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confirmed, err := first.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w2", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.c.ConfirmClaim(ctx, "v", confirmed.ClaimID); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := first.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w3", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.c.CancelClaim(ctx, "v", cancelled.ClaimID); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := startDaemonIn(t, first.dir, first.state)
+	b, err := second.c.Budget(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Permits != 1 || b.ScanRing.Available != b.ScanRing.Total-1<<20 || b.SpillSlots.Available != b.SpillSlots.Total-1 {
+		t.Fatalf("budget after the restart: %+v, want the permit's 1 MiB and spill slot still held", b)
+	}
+	v, err := second.c.Ceiling(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.LocalClaims != 3 {
+		t.Fatalf("ceiling after the restart: %+v, want 3 local claims (2 unconfirmed + 1 confirmed; the cancelled one gone)", v)
+	}
+	if _, err := second.c.PushUsage(ctx, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The confirmed claim retires on this later figure; the unconfirmed
+	// one still covers its 2 VMs.
+	if v, _ = second.c.Ceiling(ctx, "v"); v.LocalClaims != 2 || v.Available != 3 {
+		t.Fatalf("ceiling after a figure: %+v, want 2 local claims, 3 available", v)
+	}
+	if _, err := second.c.Heartbeat(ctx, perm.LeaseID); err != nil {
+		t.Fatalf("heartbeat of the restored permit: %v", err)
+	}
+	if err := second.c.Release(ctx, perm.LeaseID); err != nil {
+		t.Fatalf("release of the restored permit: %v", err)
+	}
+	if err := second.c.CancelClaim(ctx, "v", unconfirmed.ClaimID); err != nil {
+		t.Fatalf("cancel of the restored claim: %v", err)
+	}
+	b, _ = second.c.Budget(ctx, "b")
+	v, _ = second.c.Ceiling(ctx, "v")
+	if b.Permits != 0 || b.ScanRing.Available != b.ScanRing.Total || v.LocalClaims != 0 {
+		t.Fatalf("after release and cancel: budget %+v, ceiling %+v", b, v)
+	}
+	fresh, err := second.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w4", Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range []string{unconfirmed.ClaimID, confirmed.ClaimID, cancelled.ClaimID} {
+		if fresh.ClaimID == old {
+			t.Fatalf("the new daemon reused claim ID %s", old)
+		}
+	}
+	if err := second.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A third daemon: every record of a released or cancelled grant is gone;
+	// only w4's claim is left.
+	third := startDaemonIn(t, first.dir, first.state)
+	if b, _ := third.c.Budget(ctx, "b"); b.Permits != 0 {
+		t.Fatalf("third daemon: %d permits, want 0", b.Permits)
+	}
+	if v, _ := third.c.Ceiling(ctx, "v"); v.LocalClaims != 1 {
+		t.Fatalf("third daemon: %d local claims, want 1 (w4's)", v.LocalClaims)
+	}
+}
+
+// Records of grants that lapsed while no daemon ran, or whose budget or
+// ceiling is gone, are not restored and are deleted.
+func TestRestartDropsLapsedAndOrphanedGrants(t *testing.T) {
+	const body = "budget \"b\" {}\nbudget \"gone\" {}\nvm_ceiling \"v\" {\n  max   = 5\n  grant = \"immediate\"\n}\n"
+	ctx := ctxT(t)
+	first := startDaemon(t, body)
+	if _, err := first.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1, TTLSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.c.AcquirePermit(ctx, "gone", api.PermitRequest{ScanRingBytes: 1, TTLSeconds: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.c.PushUsage(ctx, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(first.dir, "main.hcl"), "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 5\n}\n")
+	later := &fakeClock{now: time.Now().Add(10 * time.Minute)} // past the permit's 5 s and the claim's 2 min
+	var logs syncBuffer
+	second := startDaemonIn(t, first.dir, first.state, func(o *Options) {
+		o.Clock = later
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	if b, _ := second.c.Budget(ctx, "b"); b.Permits != 0 {
+		t.Fatalf("a lapsed permit was restored: %+v", b)
+	}
+	if v, _ := second.c.Ceiling(ctx, "v"); v.LocalClaims != 0 {
+		t.Fatalf("a lapsed claim was restored: %+v", v)
+	}
+	if out := logs.String(); !strings.Contains(out, "expired=2") || !strings.Contains(out, "dropped=1") {
+		t.Fatalf("restore summary missing or wrong:\n%s", out)
+	}
+	recs, err := second.d.grants.store.LoadGrants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 0 {
+		t.Fatalf("records left after the restore: %q", recs)
+	}
+}
+
+// failingGrants fails every write: a grant that cannot be recorded is not
+// granted, and the budget or ceiling is left as it was.
+type failingGrants struct{ grantStore }
+
+func (failingGrants) PutGrant(context.Context, string, []byte) error {
+	return errors.New("injected: backend unreachable")
+}
+
+func TestGrantNotRecordedIsNotGranted(t *testing.T) {
+	const body = "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 5\n  grant = \"immediate\"\n}\n"
+	ctx := ctxT(t)
+	td := startDaemon(t, body)
+	td.d.grants.store = failingGrants{td.d.grants.store}
+	if _, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("permit with a failing store: %v, want the store's error", err)
 	}
 	if _, err := td.c.PushUsage(ctx, "v", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 2}); err != nil {
-		t.Fatal(err)
+	if _, err := td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("claim with a failing store: %v, want the store's error", err)
 	}
-	if err := td.stop(); err != nil {
-		t.Fatal(err)
-	}
-	out := logs.String()
-	if !strings.Contains(out, "shutdown drops") || !strings.Contains(out, "budget_permits=1") || !strings.Contains(out, "ceiling_claims=2") {
-		t.Fatalf("shutdown log does not report 1 permit and 2 claims dropped:\n%s", out)
+	b, _ := td.c.Budget(ctx, "b")
+	v, _ := td.c.Ceiling(ctx, "v")
+	if b.Permits != 0 || b.ScanRing.Available != b.ScanRing.Total || v.LocalClaims != 0 {
+		t.Fatalf("a grant that was not recorded is held: budget %+v, ceiling %+v", b, v)
 	}
 }

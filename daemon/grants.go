@@ -1,0 +1,251 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/ledger"
+)
+
+// grantStore keeps the budget permits and VM-ceiling claims granted over HTTP
+// as opaque records by ID, so a restarted daemon still counts what its
+// clients hold (pool leases have their own store, pools.Store). Both
+// backends implement it.
+type grantStore interface {
+	PutGrant(ctx context.Context, id string, body []byte) error
+	DeleteGrant(ctx context.Context, id string) error
+	LoadGrants(ctx context.Context) (map[string][]byte, error)
+}
+
+// grantRecord is the stored form of one grant.
+type grantRecord struct {
+	Kind   string       `json:"kind"` // api.KindPermit or kindClaim
+	Permit *api.Lease   `json:"permit,omitempty"`
+	Claim  *claimRecord `json:"claim,omitempty"`
+}
+
+const kindClaim = "claim"
+
+type claimRecord struct {
+	Ceiling     string    `json:"ceiling"`
+	ClaimID     string    `json:"claim_id"`
+	WorkerID    string    `json:"worker_id"`
+	Count       int       `json:"count"`
+	GrantedAt   time.Time `json:"granted_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+}
+
+func permitRecordID(leaseID string) string { return "permit/" + leaseID }
+
+func claimRecordID(ceiling, claimID string) string { return "claim/" + ceiling + "/" + claimID }
+
+// grants writes the records: puts synchronously (a grant whose record is
+// not written is given back), deletes through a deleteQueue. A nil *grants
+// (tests without a backend) records nothing.
+type grants struct {
+	store grantStore
+	q     *deleteQueue
+
+	mu     sync.Mutex
+	claims map[string]claimRef // recorded claims by record ID, for sweepClaims
+}
+
+type claimRef struct {
+	ceiling string
+	id      ledger.ClaimID
+}
+
+func newGrants(store grantStore, log *slog.Logger) *grants {
+	return &grants{store: store, q: newDeleteQueue("grant", store.DeleteGrant, log), claims: map[string]claimRef{}}
+}
+
+func (g *grants) put(ctx context.Context, id string, rec grantRecord) error {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode the record of %s: %w", id, err)
+	}
+	if err := g.store.PutGrant(ctx, id, body); err != nil {
+		return fmt.Errorf("record %s in the backend: %w", id, err)
+	}
+	return nil
+}
+
+func (g *grants) putPermit(ctx context.Context, l api.Lease) error {
+	if g == nil {
+		return nil
+	}
+	return g.put(ctx, permitRecordID(l.LeaseID), grantRecord{Kind: api.KindPermit, Permit: &l})
+}
+
+func (g *grants) deletePermit(leaseID string) {
+	if g != nil {
+		_ = g.q.delete(context.Background(), permitRecordID(leaseID))
+	}
+}
+
+// putClaim records c (again, after a confirm) and tracks it for sweepClaims.
+func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim) error {
+	if g == nil {
+		return nil
+	}
+	id := claimRecordID(ceiling, c.ID().String())
+	err := g.put(ctx, id, grantRecord{Kind: kindClaim, Claim: &claimRecord{
+		Ceiling: ceiling, ClaimID: c.ID().String(), WorkerID: c.WorkerID(), Count: c.Count(),
+		GrantedAt: c.GrantedAt(), ExpiresAt: c.ExpiresAt(), ConfirmedAt: c.ConfirmedAt(),
+	}})
+	if err == nil {
+		g.track(id, ceiling, c.ID())
+	}
+	return err
+}
+
+func (g *grants) track(recordID, ceiling string, id ledger.ClaimID) {
+	g.mu.Lock()
+	g.claims[recordID] = claimRef{ceiling: ceiling, id: id}
+	g.mu.Unlock()
+}
+
+func (g *grants) deleteClaim(ceiling string, id ledger.ClaimID) {
+	if g == nil {
+		return
+	}
+	rid := claimRecordID(ceiling, id.String())
+	g.mu.Lock()
+	delete(g.claims, rid)
+	g.mu.Unlock()
+	_ = g.q.delete(context.Background(), rid)
+}
+
+// sweepClaims deletes the records of claims that ended inside their ledger
+// (expired unconfirmed, or retired by a figure): live reports whether a
+// claim still counts.
+func (g *grants) sweepClaims(live func(ceiling string, id ledger.ClaimID) bool) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	var ended []string
+	for rid, ref := range g.claims {
+		if !live(ref.ceiling, ref.id) {
+			ended = append(ended, rid)
+			delete(g.claims, rid)
+		}
+	}
+	g.mu.Unlock()
+	for _, rid := range ended {
+		_ = g.q.delete(context.Background(), rid)
+	}
+}
+
+func (g *grants) close() {
+	if g != nil {
+		g.q.close()
+	}
+}
+
+// restoreReport counts what restoreGrants did.
+type restoreReport struct {
+	Permits, Claims, Expired, Dropped, Unreadable int
+}
+
+// restoreGrants re-creates the permits and claims recorded by an earlier
+// daemon, under their IDs, so their holders' heartbeat, release, confirm and
+// cancel keep working and the bytes and VMs they hold keep counting. Records
+// of grants that lapsed, or of budgets and ceilings no longer configured, are
+// deleted; an unreadable record is logged and left for an operator.
+func (d *Daemon) restoreGrants(ctx context.Context) (restoreReport, error) {
+	var rep restoreReport
+	if d.grants == nil {
+		return rep, nil
+	}
+	recs, err := d.grants.store.LoadGrants(ctx)
+	if err != nil {
+		return rep, err
+	}
+	now := d.opts.Clock.Now()
+	for id, body := range recs {
+		var rec grantRecord
+		if err := json.Unmarshal(body, &rec); err != nil || (rec.Permit == nil) == (rec.Claim == nil) {
+			d.log.Error("unreadable grant record: left in place, not restored", "record", id, "err", err)
+			rep.Unreadable++
+			continue
+		}
+		outcome, err := d.restoreOne(now, rec)
+		if err != nil {
+			d.log.Warn("grant record not restored; deleting it", "record", id, "err", err)
+		}
+		switch outcome {
+		case restoredPermit:
+			rep.Permits++
+			continue
+		case restoredClaim:
+			rep.Claims++
+			continue
+		case lapsed:
+			rep.Expired++
+		case dropped:
+			rep.Dropped++
+		}
+		if err := d.grants.store.DeleteGrant(ctx, id); err != nil {
+			d.log.Warn("could not delete a lapsed grant record", "record", id, "err", err)
+		}
+	}
+	return rep, nil
+}
+
+type restoreOutcome int
+
+const (
+	restoredPermit restoreOutcome = iota
+	restoredClaim
+	lapsed  // its TTL passed while no daemon ran
+	dropped // its component is gone, or it could not be restored
+)
+
+func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, error) {
+	if l := rec.Permit; l != nil {
+		if !now.Before(l.ExpiresAt) {
+			return lapsed, nil
+		}
+		b, ok := d.comp.budget(l.Budget)
+		if !ok || b.retained || !strings.HasPrefix(l.LeaseID, l.Budget+"~") {
+			return dropped, fmt.Errorf("permit %s: budget %q is not configured", l.LeaseID, l.Budget)
+		}
+		perm, err := b.pool.Restore(permitRequest(*l))
+		if err != nil {
+			return dropped, fmt.Errorf("permit %s: %w", l.LeaseID, err)
+		}
+		d.permits.restore(*l, perm.Release)
+		return restoredPermit, nil
+	}
+	c := rec.Claim
+	if c.ConfirmedAt.IsZero() && !now.Before(c.ExpiresAt) {
+		return lapsed, nil
+	}
+	ce, ok := d.comp.ceiling(c.Ceiling)
+	if !ok || ce.retained {
+		return dropped, fmt.Errorf("claim %s: vm_ceiling %q is not configured", c.ClaimID, c.Ceiling)
+	}
+	id, err := ledger.ParseClaimID(c.ClaimID)
+	if err != nil {
+		return dropped, err
+	}
+	_, err = ce.ledger.Restore(ledger.RestoredClaim{ID: id, WorkerID: c.WorkerID, Count: c.Count,
+		GrantedAt: c.GrantedAt, ExpiresAt: c.ExpiresAt, ConfirmedAt: c.ConfirmedAt})
+	switch {
+	case err == nil:
+		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), c.Ceiling, id)
+		return restoredClaim, nil
+	case errors.Is(err, ledger.ErrClaimEnded):
+		return lapsed, nil
+	}
+	return dropped, fmt.Errorf("claim %s of vm_ceiling %q: %w", c.ClaimID, c.Ceiling, err)
+}
