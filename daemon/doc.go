@@ -12,9 +12,10 @@
 // file:line, is in /v1/status and the reload metrics.
 //
 // Durability: pool leases are written through the backend's lease store at
-// grant and heartbeat, so a restarted daemon (even after kill -9) still
-// counts them. Budget permits (permits.go) and VM-ceiling claims live in
-// memory only; a restart drops them, and the shutdown logs how many.
+// grant and heartbeat, and budget permits (permits.go) and VM-ceiling claims
+// through its grant store (grants.go) at grant, heartbeat and confirm, so a
+// restarted daemon (even after kill -9) still counts them, under the same
+// IDs. A grant whose record cannot be written is given back.
 // Claimed runner instances are durable in the instance table but have no
 // TTL: their holders release them.
 //

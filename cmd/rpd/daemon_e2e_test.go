@@ -287,15 +287,18 @@ func TestDaemonE2ESymlinkSwap(t *testing.T) {
 	}
 }
 
+// kill -9 and restart: held pool leases, budget permits and VM-ceiling
+// claims are all still counted, under the same IDs.
 func TestDaemonE2EKill9KeepsLeases(t *testing.T) {
 	conf, cwd := t.TempDir(), t.TempDir()
-	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 3\n}\n")
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 3\n}\n"+e2eGrantsHCL)
 	ld := startRPD(t, cwd, nil, "watch", conf)
 	ctx := context.Background()
 	l, err := ld.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "survivor", Slots: 2, TTLSeconds: 120})
 	if err != nil {
 		t.Fatal(err)
 	}
+	grants := holdGrants(t, ld)
 	// A released lease must not come back after the restart.
 	gone, err := ld.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "gone"})
 	if err != nil {
@@ -325,6 +328,67 @@ func TestDaemonE2EKill9KeepsLeases(t *testing.T) {
 	}
 	if ps := ld2.pool("db"); ps.Used != 0 {
 		t.Fatalf("pool after releasing the restored lease: %+v", ps)
+	}
+	grants.checkRestored(t, ld2)
+}
+
+// e2eGrantsHCL declares the budget and ceiling holdGrants uses.
+const e2eGrantsHCL = "budget \"scan\" {\n  scan_ring = \"64MiB\"\n}\nvm_ceiling \"vms\" {\n  max   = 4\n  grant = \"immediate\"\n}\n"
+
+// heldGrants are a budget permit and a VM-ceiling claim held across a
+// daemon restart.
+type heldGrants struct {
+	permit api.Lease
+	claim  api.Claim
+}
+
+func holdGrants(t *testing.T, ld *liveDaemon) heldGrants {
+	t.Helper()
+	ctx := context.Background()
+	permit, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 48 << 20, TTLSeconds: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ld.c.PushUsage(ctx, "vms", 1); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := ld.c.RequestClaim(ctx, "vms", api.ClaimRequest{WorkerID: "w-1", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return heldGrants{permit: permit, claim: claim}
+}
+
+// checkRestored asserts that a restarted daemon counts the grants and
+// serves their holders under the old IDs.
+func (h heldGrants) checkRestored(t *testing.T, ld *liveDaemon) {
+	t.Helper()
+	ctx := context.Background()
+	if b, err := ld.c.Budget(ctx, "scan"); err != nil || b.Permits != 1 || b.ScanRing.Available != 16<<20 {
+		t.Fatalf("budget after the restart: %+v, %v; want the 48 of 64 MiB still held", b, err)
+	}
+	if _, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 32 << 20}); !client.IsCode(err, api.CodeUnavailable) {
+		t.Fatalf("a permit the restored one leaves no room for: %v, want 409", err)
+	}
+	if _, err := ld.c.PushUsage(ctx, "vms", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The provider still shows 1 VM, not the 3 being started: without the
+	// restored claim the ceiling of 4 would grant 3 more.
+	if c, err := ld.c.Ceiling(ctx, "vms"); err != nil || c.LocalClaims != 3 || c.Available != 0 {
+		t.Fatalf("ceiling after the restart: %+v, %v; want the 3-VM claim still counted", c, err)
+	}
+	if _, err := ld.c.RequestClaim(ctx, "vms", api.ClaimRequest{WorkerID: "w-2", Count: 1}); !client.IsCode(err, api.CodeUnavailable) {
+		t.Fatalf("a claim beyond the ceiling after the restart: %v, want 409", err)
+	}
+	if _, err := ld.c.Heartbeat(ctx, h.permit.LeaseID); err != nil {
+		t.Fatalf("heartbeat of the restored permit: %v", err)
+	}
+	if _, err := ld.c.ConfirmClaim(ctx, "vms", h.claim.ClaimID); err != nil {
+		t.Fatalf("confirm of the restored claim: %v", err)
+	}
+	if err := ld.c.Release(ctx, h.permit.LeaseID); err != nil {
+		t.Fatalf("release of the restored permit: %v", err)
 	}
 }
 
@@ -419,15 +483,16 @@ func TestDaemonE2EWatchOnEmulators(t *testing.T) {
 	stack := fmt.Sprintf("d%d", time.Now().UnixNano()%1_000_000)
 	writeConf(t, filepath.Join(conf, "rpd.hcl"), fmt.Sprintf("rpd {\n  stack = %q\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack))
 	main := filepath.Join(conf, "main.hcl")
-	writeConf(t, main, "pool \"db\" {\n  slots = 1\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n")
+	writeConf(t, main, "pool \"db\" {\n  slots = 1\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n"+e2eGrantsHCL)
 	ld := startRPD(t, cwd, ep.Env(), "watch", conf)
 	ctx := context.Background()
 	l, err := ld.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "aws", TTLSeconds: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
+	grants := holdGrants(t, ld)
 	v0 := ld.status().ConfigVersion
-	writeConf(t, main, "pool \"db\" {\n  slots = 2\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n")
+	writeConf(t, main, "pool \"db\" {\n  slots = 2\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n"+e2eGrantsHCL)
 	ld.waitStatus("the resize on aws", func(st api.Status) bool { return st.ConfigVersion == v0+1 })
 	if ps := ld.pool("db"); ps.Total != 2 || ps.Used != 1 {
 		t.Fatalf("pool db on aws = %+v", ps)
@@ -441,6 +506,7 @@ func TestDaemonE2EWatchOnEmulators(t *testing.T) {
 	if err := ld2.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
+	grants.checkRestored(t, ld2)
 	// Pickup over the emulated SQS queue.
 	inst := api.Instance{InstanceID: "i-aws", UsageClass: "spot", InstanceType: "t3.small", CPU: 1, Mem: 1024, ResourceClass: "small", Threshold: time.Now().Add(time.Hour).UTC()}
 	if _, err := ld2.c.Offer(ctx, "small", inst); err != nil {
