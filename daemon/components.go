@@ -191,23 +191,34 @@ func (c *components) commit(p *plan) (changes []string, err error) {
 	defer c.mu.Unlock()
 	var errs []error
 	declared := map[string]bool{}
+	var changed []spec.Pool
+	var cfgs []pools.PoolConfig
 	for _, pl := range p.cfg.Pools {
 		declared[pl.Name] = true
-		old, had := c.poolDecl[pl.Name]
 		delete(c.poolGone, pl.Name)
 		delete(c.poolDestroy, pl.Name)
+		if old, had := c.poolDecl[pl.Name]; had && samePool(old, pl) {
+			continue
+		}
 		ttl := pl.LeaseTTL
 		if ttl == 0 {
 			ttl = api.DefaultTTLSeconds * time.Second
 		}
-		pc := pools.PoolConfig{Name: pl.Name, Slots: pl.Slots, Description: pl.Description, MaxQueued: pl.MaxQueued, LeaseTTL: ttl}
-		if had && samePool(old, pl) {
-			continue
+		changed = append(changed, pl)
+		cfgs = append(cfgs, pools.PoolConfig{Name: pl.Name, Slots: pl.Slots, Description: pl.Description, MaxQueued: pl.MaxQueued, LeaseTTL: ttl})
+	}
+	// One call publishes every new pool at once (n ConfigurePool calls
+	// cost O(n²) for n new pools). It validates everything first; should
+	// it refuse, each pool is configured alone so the error names its own.
+	batchErr := c.pools.ConfigurePools(cfgs...)
+	for i, pl := range changed {
+		if batchErr != nil {
+			if err := c.pools.ConfigurePool(cfgs[i]); err != nil {
+				errs = append(errs, at(pl.DeclRange, "pool %q: %v", pl.Name, err))
+				continue
+			}
 		}
-		if err := c.pools.ConfigurePool(pc); err != nil {
-			errs = append(errs, at(pl.DeclRange, "pool %q: %v", pl.Name, err))
-			continue
-		}
+		old, had := c.poolDecl[pl.Name]
 		c.poolDecl[pl.Name] = pl
 		if had {
 			changes = append(changes, fmt.Sprintf("pool.%s: slots %d -> %d", pl.Name, old.Slots, pl.Slots))
