@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/internal/clocktest"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -134,75 +134,9 @@ func (td *testDaemon) raw(t *testing.T, method, path, body string, header ...str
 	return resp.StatusCode, sb.String()
 }
 
-// fakeClock is a pools.Clock whose time moves only with Advance.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
+// fakeClock is a clocktest.Fake seen as a pools.Clock.
+type fakeClock struct{ *clocktest.Fake }
 
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	live bool
-}
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) pools.Timer { return c.Fake.AfterFunc(d, f) }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) pools.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), f: f, live: true}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.live
-	t.live = false
-	return was
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.live
-	t.at, t.live = t.c.now.Add(d), true
-	return was
-}
-
-// Advance moves time on and runs the timers that came due, in order, in
-// the caller's goroutine.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	// Collect the due timers with their times under the lock: a concurrent
-	// Reset rewrites t.at.
-	type firing struct {
-		at time.Time
-		f  func()
-	}
-	var due []firing
-	for _, t := range c.timers {
-		if t.live && !t.at.After(c.now) {
-			t.live = false
-			due = append(due, firing{t.at, t.f})
-		}
-	}
-	c.mu.Unlock()
-	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
-
-var _ pools.Clock = (*fakeClock)(nil)
+func newFakeClock() *fakeClock { return &fakeClock{clocktest.NewFake(time.Unix(1_700_000_000, 0))} }

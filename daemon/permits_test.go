@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/internal/clocktest"
 )
 
 // Every permit is released exactly once, whether by release or expiry,
@@ -237,7 +238,7 @@ func TestRestartDropsLapsedAndOrphanedGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(first.dir, "main.hcl"), "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 5\n}\n")
-	later := &fakeClock{now: time.Now().Add(10 * time.Minute)} // past the permit's 5 s and the claim's 2 min
+	later := &fakeClock{clocktest.NewFake(time.Now().Add(10 * time.Minute))} // past the permit's 5 s and the claim's 2 min
 	var logs syncBuffer
 	second := startDaemonIn(t, first.dir, first.state, func(o *Options) {
 		o.Clock = later

@@ -306,8 +306,8 @@ func TestImmediateExpiryTimerGrantsWaiter(t *testing.T) {
 		done <- c
 	}()
 	waitQueued(t, l, 1)
-	if clk.pending() != 1 {
-		t.Fatalf("pending timers = %d, want 1 (the expiry wake-up)", clk.pending())
+	if clk.Pending() != 1 {
+		t.Fatalf("pending timers = %d, want 1 (the expiry wake-up)", clk.Pending())
 	}
 	clk.Advance(20 * time.Second) // c1 expires at +40s; the figure is 20s old: fresh
 	select {

@@ -56,7 +56,7 @@ func TestRunPollsOnTheClock(t *testing.T) {
 	// settled: the loop has polled n times and armed its next tick.
 	settled := func(n int) {
 		t.Helper()
-		waitFor(t, "poll and re-arm", func() bool { return src.count() == n && clk.pending() == 1 })
+		waitFor(t, "poll and re-arm", func() bool { return src.count() == n && clk.Pending() == 1 })
 	}
 	settled(1)
 	if st := l.Status(); st.ProviderActive != 1 || st.Stale {
