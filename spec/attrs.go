@@ -145,8 +145,8 @@ func (d *decoder) intOf(a *hcl.Attribute, v cty.Value, min, max int64, why, want
 }
 
 // size reads a byte size (a number of bytes or a string with a unit) of at
-// least min bytes.
-func (d *decoder) size(a *hcl.Attribute, min uint64) (uint64, bool) {
+// least min and at most max bytes.
+func (d *decoder) size(a *hcl.Attribute, min, max uint64) (uint64, bool) {
 	v, ok := d.value(a)
 	if !ok {
 		return 0, false
@@ -178,6 +178,10 @@ func (d *decoder) size(a *hcl.Attribute, min uint64) (uint64, bool) {
 	}
 	if n < min {
 		d.errorf(a.Expr.Range(), fmt.Sprintf("Invalid value for %q", a.Name), "%s must be at least %d bytes; got %d.", a.Name, min, n)
+		return 0, false
+	}
+	if n > max {
+		d.errorf(a.Expr.Range(), fmt.Sprintf("Invalid value for %q", a.Name), "%s must be at most %d bytes; got %d.", a.Name, max, n)
 		return 0, false
 	}
 	return n, true

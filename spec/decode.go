@@ -42,7 +42,8 @@ const (
 	MaxTablePrefixLen    = 200
 	Unlimited            = "unlimited"
 	maxSlots             = 1 << 30
-	maxSpillSlots        = 16384 // runtime/fatjob's limit
+	maxSpillSlots        = 16384     // runtime/fatjob's limit
+	maxBudgetBytes       = 1<<63 - 1 // runtime/fatjob's limit (MaxBudgetBytes)
 	maxCPU               = 1 << 16
 	maxLong              = 100 * 365 * 24 * time.Hour
 	sqsWhy               = " (the SQS limit)"
@@ -244,7 +245,7 @@ func (d *decoder) runnerClass(b *hcl.Block, stack string) RunnerClass {
 	if n, ok := d.integer(attrs["cpu"], 1, maxCPU, ""); ok {
 		rc.CPU = n
 	}
-	if n, ok := d.size(attrs["mem"], 1); ok {
+	if n, ok := d.size(attrs["mem"], 1, math.MaxUint64); ok {
 		rc.Mem = n
 	}
 	if a := attrs["instance_types"]; a != nil {
@@ -335,10 +336,10 @@ func (d *decoder) budget(b *hcl.Block) Budget {
 	spill := DefaultSpillSlots
 	bu.SpillSlots = &spill
 	attrs, _ := d.content(b.Body, budgetSchema)
-	if n, ok := d.size(attrs["scan_ring"], 1); ok {
+	if n, ok := d.size(attrs["scan_ring"], 1, maxBudgetBytes); ok {
 		bu.ScanRing = n
 	}
-	if n, ok := d.size(attrs["delta_cache"], 1); ok {
+	if n, ok := d.size(attrs["delta_cache"], 1, maxBudgetBytes); ok {
 		bu.DeltaCache = n
 	}
 	if a := attrs["spill_slots"]; a != nil {

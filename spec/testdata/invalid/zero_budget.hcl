@@ -12,3 +12,7 @@ budget "c" {
 budget "huge_spill" {
   spill_slots = 20000 # ERROR: Invalid value for "spill_slots"
 }
+
+budget "huge_bytes" {
+  scan_ring = 9300000000000000000 # ERROR: Invalid value for "scan_ring"
+}
