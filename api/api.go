@@ -179,6 +179,8 @@ type Claim struct {
 	Confirmed bool      `json:"confirmed"`
 	GrantedAt time.Time `json:"granted_at,omitzero"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// ConfirmedAt is when the claim was confirmed; absent until then.
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
 }
 
 // UsageRequest is the body of PUT /v1/ceilings/{name}/usage: the provider's

@@ -35,10 +35,11 @@ func (d *Daemon) getCeiling(w http.ResponseWriter, r *http.Request) {
 	_ = writeJSON(w, http.StatusOK, ceilingStatus(ce))
 }
 
-func claimJSON(ceilingName string, c *ledger.Claim, confirmed bool) api.Claim {
+func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
+	confirmedAt := c.ConfirmedAt()
 	return api.Claim{
 		ClaimID: c.ID().String(), Ceiling: ceilingName, WorkerID: c.WorkerID(), Count: c.Count(),
-		Confirmed: confirmed, ExpiresAt: c.ExpiresAt(),
+		Confirmed: !confirmedAt.IsZero(), GrantedAt: c.GrantedAt(), ExpiresAt: c.ExpiresAt(), ConfirmedAt: confirmedAt,
 	}
 }
 
@@ -88,7 +89,7 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err))
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, claimJSON(name, c, false)); err != nil {
+	if err := writeJSON(w, http.StatusOK, claimJSON(name, c)); err != nil {
 		c.Cancel()
 		d.grants.deleteClaim(name, c.ID())
 	}
@@ -132,7 +133,7 @@ func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, claimJSON(name, c, true))
+	_ = writeJSON(w, http.StatusOK, claimJSON(name, c))
 }
 
 func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {

@@ -26,22 +26,12 @@ type grantStore interface {
 
 // grantRecord is the stored form of one grant.
 type grantRecord struct {
-	Kind   string       `json:"kind"` // api.KindPermit or kindClaim
-	Permit *api.Lease   `json:"permit,omitempty"`
-	Claim  *claimRecord `json:"claim,omitempty"`
+	Kind   string     `json:"kind"` // api.KindPermit or kindClaim
+	Permit *api.Lease `json:"permit,omitempty"`
+	Claim  *api.Claim `json:"claim,omitempty"`
 }
 
 const kindClaim = "claim"
-
-type claimRecord struct {
-	Ceiling     string    `json:"ceiling"`
-	ClaimID     string    `json:"claim_id"`
-	WorkerID    string    `json:"worker_id"`
-	Count       int       `json:"count"`
-	GrantedAt   time.Time `json:"granted_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
-	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
-}
 
 func permitRecordID(leaseID string) string { return "permit/" + leaseID }
 
@@ -97,10 +87,8 @@ func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim) 
 		return nil
 	}
 	id := claimRecordID(ceiling, c.ID().String())
-	err := g.put(ctx, id, grantRecord{Kind: kindClaim, Claim: &claimRecord{
-		Ceiling: ceiling, ClaimID: c.ID().String(), WorkerID: c.WorkerID(), Count: c.Count(),
-		GrantedAt: c.GrantedAt(), ExpiresAt: c.ExpiresAt(), ConfirmedAt: c.ConfirmedAt(),
-	}})
+	cj := claimJSON(ceiling, c)
+	err := g.put(ctx, id, grantRecord{Kind: kindClaim, Claim: &cj})
 	if err == nil {
 		g.track(id, ceiling, c.ID())
 	}
