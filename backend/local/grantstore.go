@@ -20,7 +20,7 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 	if id == "" {
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
-	if _, err := s.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`, s.b.stack, id, body); err != nil {
+	if _, err := s.b.st.putGrant.exec(ctx, s.b.stack, id, body); err != nil {
 		return fmt.Errorf("put grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
 	}
 	return nil
@@ -28,7 +28,7 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
-	if _, err := s.b.wdb.ExecContext(ctx, `DELETE FROM grants WHERE stack = ? AND id = ?`, s.b.stack, id); err != nil {
+	if _, err := s.b.st.deleteGrant.exec(ctx, s.b.stack, id); err != nil {
 		return fmt.Errorf("delete grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
 	}
 	return nil
@@ -36,7 +36,7 @@ func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 
 // LoadGrants returns every record of the stack by ID.
 func (s *GrantStore) LoadGrants(ctx context.Context) (map[string][]byte, error) {
-	rows, err := s.b.rdb.QueryContext(ctx, `SELECT id, body FROM grants WHERE stack = ?`, s.b.stack)
+	rows, err := s.b.st.loadGrants.query(ctx, s.b.stack)
 	if err != nil {
 		return nil, fmt.Errorf("load grants of stack %s from %s: %w", s.b.stack, s.b.path, err)
 	}

@@ -73,3 +73,63 @@ func TestMigrateV1PoolLeasesKeepsRecords(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A file written at schema version 2 (before the grants table) opens,
+// migrates to the current version, keeps its pool lease records and stores
+// the daemon's grants (budget permits, VM-ceiling claims) afterwards.
+func TestMigrateV2AddsGrantsTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v2.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`CREATE TABLE pool_leases (
+			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
+			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
+			ttl_ns INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (stack, lease_id))`,
+		`INSERT INTO pool_leases VALUES ('s', 'p/old', 'p', 'job', 0, 1, 1, 2, 60000000000)`,
+		`PRAGMA user_version = 2`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	db.Close()
+
+	ctx := context.Background()
+	b, err := local.Open(ctx, path, local.Options{Stack: "s"})
+	if err != nil {
+		t.Fatalf("opening a version-2 file: %v", err)
+	}
+	defer b.Close()
+	if recs, err := b.PoolStore().LoadLeases(ctx); err != nil || len(recs) != 1 || recs[0].LeaseID != "p/old" || recs[0].TTL != time.Minute {
+		t.Fatalf("pool leases after migration: %+v, %v", recs, err)
+	}
+	gs := b.GrantStore()
+	if recs, err := gs.LoadGrants(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("grants of a migrated file: %q, %v; want none", recs, err)
+	}
+	if err := gs.PutGrant(ctx, "permit/b~1", []byte(`{"kind":"permit"}`)); err != nil {
+		t.Fatalf("PutGrant after migration: %v", err)
+	}
+	if recs, err := gs.LoadGrants(ctx); err != nil || string(recs["permit/b~1"]) != `{"kind":"permit"}` || len(recs) != 1 {
+		t.Fatalf("grants after a put: %q, %v", recs, err)
+	}
+	if err := gs.DeleteGrant(ctx, "permit/b~1"); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := gs.LoadGrants(ctx); err != nil || len(recs) != 0 {
+		t.Fatalf("grants after the delete: %q, %v", recs, err)
+	}
+	var v int
+	check, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer check.Close()
+	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() || v < 3 {
+		t.Fatalf("schema version %d (%v), want %d (at least 3)", v, err, local.SchemaVersion())
+	}
+}

@@ -7,7 +7,7 @@ import (
 )
 
 // The statements on the hot paths (queue data plane, instance transitions,
-// pool leases, DescribeQueue, ReadState) are prepared once at Open and
+// pool leases and the daemon's other grants, DescribeQueue, ReadState) are prepared once at Open and
 // reused: parsing SQL on every call was a measurable share of the daemon's
 // CPU and of a 10k-queue plan. database/sql keeps one prepared copy per
 // connection; the driver resets a statement between uses.
@@ -16,6 +16,10 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
 	sqlLoadLeases  = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`
+
+	sqlPutGrant    = `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`
+	sqlDeleteGrant = `DELETE FROM grants WHERE stack = ? AND id = ?`
+	sqlLoadGrants  = `SELECT id, body FROM grants WHERE stack = ?`
 
 	sqlLoadQueue = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
 	// Messages past retention are not counted (Receive deletes them).
@@ -118,12 +122,13 @@ func (t txStmt) queryRow(ctx context.Context, args ...any) *sql.Row {
 type stmts struct {
 	// on wdb
 	putLease, deleteLease                stmt
+	putGrant, deleteGrant                stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
 	// on rdb
-	loadLeases, describeQueue          stmt
-	anyVisible, getInstance, readState stmt
+	loadLeases, loadGrants, describeQueue stmt
+	anyVisible, getInstance, readState    stmt
 }
 
 // prepareStmts prepares b.st, after migrate. A statement that does not
@@ -141,6 +146,8 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	st := &b.st
 	prep(&st.putLease, b.wdb, sqlPutLease)
 	prep(&st.deleteLease, b.wdb, sqlDeleteLease)
+	prep(&st.putGrant, b.wdb, sqlPutGrant)
+	prep(&st.deleteGrant, b.wdb, sqlDeleteGrant)
 	prep(&st.send, b.wdb, sqlSend)
 	prep(&st.queueTimeouts, b.wdb, sqlQueueTimeouts)
 	prep(&st.expire, b.wdb, sqlExpire)
@@ -150,6 +157,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.loadQueueW, b.wdb, sqlLoadQueue)
 	prep(&st.transition, b.wdb, sqlTransition)
 	prep(&st.loadLeases, b.rdb, sqlLoadLeases)
+	prep(&st.loadGrants, b.rdb, sqlLoadGrants)
 	prep(&st.describeQueue, b.rdb, sqlDescribeQueue)
 	prep(&st.anyVisible, b.rdb, sqlAnyVisible)
 	prep(&st.getInstance, b.rdb, sqlGetInstance)
@@ -161,9 +169,9 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 func (b *Backend) closeStmts() error {
 	var errs []error
 	for _, p := range []*stmt{
-		&b.st.putLease, &b.st.deleteLease, &b.st.send, &b.st.queueTimeouts, &b.st.expire, &b.st.receive,
+		&b.st.putLease, &b.st.deleteLease, &b.st.putGrant, &b.st.deleteGrant, &b.st.send, &b.st.queueTimeouts, &b.st.expire, &b.st.receive,
 		&b.st.deleteMessage, &b.st.changeVis, &b.st.loadQueueW, &b.st.transition,
-		&b.st.loadLeases, &b.st.describeQueue, &b.st.anyVisible, &b.st.getInstance, &b.st.readState,
+		&b.st.loadLeases, &b.st.loadGrants, &b.st.describeQueue, &b.st.anyVisible, &b.st.getInstance, &b.st.readState,
 	} {
 		if p.s != nil {
 			errs = append(errs, p.s.Close())
