@@ -11,9 +11,12 @@ package fatjob
 // baseline plus the permit's release flag.
 //
 // The slot field is biased so it never goes negative: available slots range
-// from -MaxSpillSlots (all held after a shrink to zero counted slots) to
-// MaxSpillSlots, so adding or subtracting a count up to MaxSpillSlots never
-// carries into or borrows from the count. The count wraps after 2^48
+// from -2*MaxSpillSlots to MaxSpillSlots, so adding or subtracting a count
+// in that range never carries into or borrows from the count. The low end
+// is reached only through Restore, which takes slots without checking that
+// any is free but stops at MaxSpillSlots beyond the total (so at most
+// 2*MaxSpillSlots are held); a shrink to zero counted slots then leaves
+// -2*MaxSpillSlots = -spillBias, a field of 0. The count wraps after 2^48
 // grants; claimWraps keeps the high part for Stats (which may read 2^48 low
 // for the instant between a wrapping claim and its claimWraps update). A
 // permit number is unique within 2^48 grants, so the only way two callers

@@ -3,6 +3,9 @@ package fatjob
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -35,11 +38,18 @@ func TestRestoreOverCommitsLikeAShrink(t *testing.T) {
 		}
 		got <- err
 	}()
-	held.Release() // 70 of 100 held: the waiter's 40 still does not fit
+	waitQueued(t, p, 1)
+	// 70 of 100 held: the waiter's 40 still does not fit. Release hands
+	// off to the queue synchronously, so the waiter is still queued when
+	// it returns.
+	held.Release()
+	if q := p.Stats().Queued; q != 1 {
+		t.Fatalf("Stats().Queued = %d after releasing the live permit; want the waiter still queued behind the restored 70 of 100", q)
+	}
 	select {
 	case err := <-got:
 		t.Fatalf("the waiter was served while the restored permit held 70 of 100: %v", err)
-	case <-time.After(20 * time.Millisecond):
+	default:
 	}
 	restored.Release()
 	restored.Release()
@@ -92,4 +102,71 @@ func TestRestoreRejects(t *testing.T) {
 		perm.Release()
 	}
 	wantAvailable(t, p, 10, 10, 1)
+}
+
+// waitQueued waits (bounded) until n Acquire calls are queued.
+func waitQueued(t *testing.T, p *Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Queued != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("Stats().Queued = %d after 10 s, want %d", p.Stats().Queued, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// Restore racing lock-free TryAcquire/Release and queued Acquires (as a
+// daemon restoring while in-process users already run would): every
+// resource taken is given back exactly once, no acquirer is granted more
+// than was free, and the pool ends full.
+func TestRestoreConcurrentWithAcquirers(t *testing.T) {
+	p := newPool(t, Config{ScanRingBytes: 64, DeltaCacheBytes: 64, SpillSlots: LimitedSpill(4)})
+	const workers, rounds, restores = 4, 300, 200
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers+1)
+	for w := range workers {
+		wg.Go(func() {
+			r := Request{ScanRingBytes: uint64(1 + w*7), DeltaCacheBytes: uint64(w * 5), NeedsSpillSlot: w%2 == 0}
+			for i := range rounds {
+				if i%3 == 0 {
+					perm, err := p.Acquire(ctx, r)
+					if err != nil {
+						errs <- fmt.Errorf("worker %d: Acquire: %w", w, err)
+						return
+					}
+					perm.Release()
+					continue
+				}
+				if perm, ok := p.TryAcquire(r); ok {
+					perm.Release()
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range restores {
+			perm, err := p.Restore(Request{ScanRingBytes: uint64(i % 70), DeltaCacheBytes: 3, NeedsSpillSlot: i%4 == 0})
+			if err != nil {
+				errs <- fmt.Errorf("Restore %d: %w", i, err)
+				return
+			}
+			if err := p.checkInvariants(); err != nil {
+				errs <- err
+			}
+			perm.Release()
+			perm.Release() // idempotent
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	wantAvailable(t, p, 64, 64, 4)
+	if q := p.Stats().Queued; q != 0 {
+		t.Fatalf("Stats().Queued = %d at the end, want 0", q)
+	}
 }
