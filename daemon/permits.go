@@ -99,7 +99,7 @@ func (t *permitTable) expire(id string, pl *permitLease) {
 }
 
 // heartbeat extends the permit by its TTL. The caller records the new
-// expiry (grants.putPermit).
+// expiry (recordHeartbeat).
 func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -111,6 +111,25 @@ func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 	pl.lease.ExpiresAt = t.clock.Now().UTC().Add(ttl)
 	pl.timer.Reset(ttl)
 	return pl.lease, nil
+}
+
+// recordHeartbeat writes l's new expiry to its record. A release or expiry
+// that ran while the record was written may have had its delete land before
+// this put, which would leave the record of a released permit behind (the
+// next daemon would count it until its TTL); the permit is then gone from
+// the table, and its record is deleted again. That delete is queued after
+// this put has returned, so it lands after it.
+func (t *permitTable) recordHeartbeat(ctx context.Context, l api.Lease) error {
+	if err := t.grants.putPermit(ctx, l); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	_, held := t.leases[l.LeaseID]
+	t.mu.Unlock()
+	if !held {
+		t.grants.deletePermit(l.LeaseID)
+	}
+	return nil
 }
 
 // release gives the permit back; budget, when set, must match its budget.

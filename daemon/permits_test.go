@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -275,18 +276,91 @@ func TestGrantNotRecordedIsNotGranted(t *testing.T) {
 	ctx := ctxT(t)
 	td := startDaemon(t, body)
 	td.d.grants.store = failingGrants{td.d.grants.store}
-	if _, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20}); err == nil || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("permit with a failing store: %v, want the store's error", err)
+	// Answered as a pool lease whose record cannot be written is
+	// (pools.ErrStore): 500, with the backend's error.
+	_, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20})
+	if err == nil || !strings.Contains(err.Error(), "injected") || apiErr(t, err).Status != http.StatusInternalServerError {
+		t.Fatalf("permit with a failing store: %v, want a 500 with the store's error", err)
 	}
 	if _, err := td.c.PushUsage(ctx, "v", 0); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 1}); err == nil || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("claim with a failing store: %v, want the store's error", err)
+	_, err = td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w", Count: 1})
+	if err == nil || !strings.Contains(err.Error(), "injected") || apiErr(t, err).Status != http.StatusInternalServerError {
+		t.Fatalf("claim with a failing store: %v, want a 500 with the store's error", err)
 	}
 	b, _ := td.c.Budget(ctx, "b")
 	v, _ := td.c.Ceiling(ctx, "v")
 	if b.Permits != 0 || b.ScanRing.Available != b.ScanRing.Total || v.LocalClaims != 0 {
 		t.Fatalf("a grant that was not recorded is held: budget %+v, ceiling %+v", b, v)
+	}
+}
+
+// hookGrants calls beforePut before each record is written.
+type hookGrants struct {
+	grantStore
+	beforePut func(id string)
+}
+
+func (h hookGrants) PutGrant(ctx context.Context, id string, body []byte) error {
+	h.beforePut(id)
+	return h.grantStore.PutGrant(ctx, id, body)
+}
+
+// A release whose record delete lands while a heartbeat of the same permit
+// is still writing the record leaves no record behind: the next daemon does
+// not count the released permit.
+func TestHeartbeatRacingReleaseLeavesNoRecord(t *testing.T) {
+	ctx := ctxT(t)
+	td := startDaemon(t, "budget \"b\" {}\n")
+	perm, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20, TTLSeconds: 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := td.d.grants.store
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	td.d.grants.store = hookGrants{store, func(string) {
+		once.Do(func() { close(entered) })
+		<-proceed
+	}}
+	hb := make(chan error, 1)
+	go func() {
+		_, err := td.c.Heartbeat(ctx, perm.LeaseID)
+		hb <- err
+	}()
+	select {
+	case <-entered:
+	case <-ctx.Done():
+		t.Fatal("the heartbeat never wrote its record")
+	}
+	if err := td.c.Release(ctx, perm.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	// Wait (bounded) for the release's queued delete to land, then let the
+	// heartbeat's put run after it: the order that used to leave a record.
+	for i := 0; ; i++ {
+		recs, err := store.LoadGrants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) == 0 {
+			break
+		}
+		if i == 1000 || ctx.Err() != nil {
+			t.Fatalf("the release's delete did not land: %q", recs)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(proceed)
+	if err := <-hb; err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if err := td.stop(); err != nil { // flushes the delete queue
+		t.Fatal(err)
+	}
+	next := startDaemonIn(t, td.dir, td.state)
+	if b, _ := next.c.Budget(ctx, "b"); b.Permits != 0 || b.ScanRing.Available != b.ScanRing.Total {
+		t.Fatalf("the next daemon counts the released permit: %+v", b)
 	}
 }

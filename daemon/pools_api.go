@@ -132,7 +132,7 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
-		if err := d.grants.putPermit(r.Context(), l); err != nil {
+		if err := d.permits.recordHeartbeat(r.Context(), l); err != nil {
 			// As for pool leases: extended here, not in its record.
 			d.log.Warn("permit heartbeated but its record was not extended", "lease", id, "err", err)
 		}
