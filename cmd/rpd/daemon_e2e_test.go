@@ -392,6 +392,91 @@ func (h heldGrants) checkRestored(t *testing.T, ld *liveDaemon) {
 	}
 }
 
+// kill -9 and restart: a budget permit and a VM-ceiling claim that nobody
+// heartbeats or confirms are counted by the restarted daemon until the TTL
+// they were granted with runs out, then give their bytes and VMs back; their
+// old IDs then answer 404.
+func TestDaemonE2EKill9GrantsLapse(t *testing.T) {
+	const ttl = 6 // seconds: the restart must fit well inside it
+	conf, cwd := t.TempDir(), t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+fmt.Sprintf(
+		"budget \"scan\" {\n  scan_ring = \"64MiB\"\n}\nvm_ceiling \"vms\" {\n  max       = 4\n  grant     = \"immediate\"\n  claim_ttl = \"%ds\"\n  stale_after = \"3s\"\n  poll_interval = \"1s\"\n}\n", ttl))
+	ld := startRPD(t, cwd, nil, "watch", conf)
+	ctx := context.Background()
+	permit, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 48 << 20, TTLSeconds: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ld.c.PushUsage(ctx, "vms", 1); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := ld.c.RequestClaim(ctx, "vms", api.ClaimRequest{WorkerID: "w-1", Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ld.stop(syscall.SIGKILL); code != -9 {
+		t.Fatalf("kill -9: exit %d", code)
+	}
+	ld2 := startRPD(t, cwd, nil, "watch", conf)
+	b, err := ld2.c.Budget(ctx, "scan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ld2.c.Ceiling(ctx, "vms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(permit.ExpiresAt.Add(-time.Second)); left > 0 {
+		if b.Permits != 1 || b.ScanRing.Available != 16<<20 {
+			t.Fatalf("budget right after the restart: %+v; want the 48 of 64 MiB still held", b)
+		}
+		if c.LocalClaims != 3 {
+			t.Fatalf("ceiling right after the restart: %+v; want the 3-VM claim still counted", c)
+		}
+	} else {
+		t.Logf("the restart took longer than the %d s TTL allows to see the grants held; checking only that they lapse", ttl)
+	}
+	// Bounded in time and count: the grants lapse at their ExpiresAt, a few
+	// seconds away.
+	deadline := permit.ExpiresAt.Add(10 * time.Second)
+	for i := 0; ; i++ {
+		b, err = ld2.c.Budget(ctx, "scan")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err = ld2.c.Ceiling(ctx, "vms")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Permits == 0 && b.ScanRing.Available == b.ScanRing.Total && c.LocalClaims == 0 {
+			break
+		}
+		if time.Now().After(deadline) || i == 1000 {
+			t.Fatalf("10 s past their TTL the restored grants still count: budget %+v, ceiling %+v; log:\n%s", b, c, ld2.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if now := time.Now(); now.Before(permit.ExpiresAt) || now.Before(claim.ExpiresAt) {
+		t.Fatalf("the grants stopped counting at %s, before their TTL (permit %s, claim %s)", now, permit.ExpiresAt, claim.ExpiresAt)
+	}
+	if _, err := ld2.c.Heartbeat(ctx, permit.LeaseID); !client.IsCode(err, api.CodeNotFound) {
+		t.Fatalf("heartbeat of the lapsed permit: %v, want 404", err)
+	}
+	if _, err := ld2.c.ConfirmClaim(ctx, "vms", claim.ClaimID); !client.IsCode(err, api.CodeNotFound) {
+		t.Fatalf("confirm of the lapsed claim: %v, want 404", err)
+	}
+	// What they held is grantable again.
+	if _, err := ld2.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 64 << 20}); err != nil {
+		t.Fatalf("the whole budget after the lapse: %v", err)
+	}
+	if _, err := ld2.c.PushUsage(ctx, "vms", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ld2.c.RequestClaim(ctx, "vms", api.ClaimRequest{WorkerID: "w-2", Count: 3}); err != nil {
+		t.Fatalf("3 VMs after the lapse: %v", err)
+	}
+}
+
 func TestDaemonE2EHeartbeatOrLose(t *testing.T) {
 	conf, cwd := t.TempDir(), t.TempDir()
 	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 2\n}\nbudget \"scan\" {}\n")
