@@ -16,32 +16,16 @@ import (
 // migrates, and keeps its lease records, which read back with TTL 0 (so
 // pools.Restore derives it); records written afterwards keep their TTL.
 func TestMigrateV1PoolLeasesKeepsRecords(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v1.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	granted := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, stmt := range []string{
+	path := writeSQLite(t, "v1.db",
 		`CREATE TABLE pool_leases (
 			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
 			PRIMARY KEY (stack, lease_id))`,
-		`INSERT INTO pool_leases VALUES ('s', 'p/old', 'p', 'job', 3, 2, ` + itoa(granted.UnixNano()) + `, ` + itoa(granted.Add(time.Minute).UnixNano()) + `)`,
-		`PRAGMA user_version = 1`,
-	} {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	db.Close()
-
+		`INSERT INTO pool_leases VALUES ('s', 'p/old', 'p', 'job', 3, 2, `+itoa(granted.UnixNano())+`, `+itoa(granted.Add(time.Minute).UnixNano())+`)`,
+		`PRAGMA user_version = 1`)
 	ctx := context.Background()
-	b, err := local.Open(ctx, path, local.Options{Stack: "s"})
-	if err != nil {
-		t.Fatalf("opening a version-1 file: %v", err)
-	}
-	defer b.Close()
+	b := openMigrated(t, path, 1)
 	recs, err := b.PoolStore().LoadLeases(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -61,15 +45,7 @@ func TestMigrateV1PoolLeasesKeepsRecords(t *testing.T) {
 	if len(recs) != 2 || recs[0].LeaseID != "p/new" || recs[0].TTL != time.Minute {
 		t.Fatalf("records after a new put: %+v", recs)
 	}
-	var v int
-	check, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer check.Close()
-	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() {
-		t.Fatalf("schema version %d (%v), want %d", v, err, local.SchemaVersion())
-	}
+	wantSchemaVersion(t, path)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -78,32 +54,16 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // migrates to the current version, keeps its pool lease records and stores
 // the daemon's grants (budget permits, VM-ceiling claims) afterwards.
 func TestMigrateV2AddsGrantsTable(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v2.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
+	path := writeSQLite(t, "v2.db",
 		`CREATE TABLE pool_leases (
 			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
 			ttl_ns INTEGER NOT NULL DEFAULT 0,
 			PRIMARY KEY (stack, lease_id))`,
 		`INSERT INTO pool_leases VALUES ('s', 'p/old', 'p', 'job', 0, 1, 1, 2, 60000000000)`,
-		`PRAGMA user_version = 2`,
-	} {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	db.Close()
-
+		`PRAGMA user_version = 2`)
 	ctx := context.Background()
-	b, err := local.Open(ctx, path, local.Options{Stack: "s"})
-	if err != nil {
-		t.Fatalf("opening a version-2 file: %v", err)
-	}
-	defer b.Close()
+	b := openMigrated(t, path, 2)
 	if recs, err := b.PoolStore().LoadLeases(ctx); err != nil || len(recs) != 1 || recs[0].LeaseID != "p/old" || recs[0].TTL != time.Minute {
 		t.Fatalf("pool leases after migration: %+v, %v", recs, err)
 	}
@@ -123,13 +83,53 @@ func TestMigrateV2AddsGrantsTable(t *testing.T) {
 	if recs, err := gs.LoadGrants(ctx); err != nil || len(recs) != 0 {
 		t.Fatalf("grants after the delete: %q, %v", recs, err)
 	}
-	var v int
+	if local.SchemaVersion() < 3 {
+		t.Fatalf("SchemaVersion() = %d, want at least 3 (the grants table)", local.SchemaVersion())
+	}
+	wantSchemaVersion(t, path)
+}
+
+// writeSQLite creates name in a temporary directory by running stmts (a
+// hand-made file of an older schema version) and returns its path.
+func writeSQLite(t *testing.T, name string, stmts ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, stmt := range stmts {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return path
+}
+
+// openMigrated opens the version-from file at path as stack "s", which
+// migrates it; the backend is closed at cleanup.
+func openMigrated(t *testing.T, path string, from int) *local.Backend {
+	t.Helper()
+	b, err := local.Open(context.Background(), path, local.Options{Stack: "s"})
+	if err != nil {
+		t.Fatalf("opening a version-%d file: %v", from, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// wantSchemaVersion checks that the file at path is at this binary's
+// schema version.
+func wantSchemaVersion(t *testing.T, path string) {
+	t.Helper()
 	check, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer check.Close()
-	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() || v < 3 {
-		t.Fatalf("schema version %d (%v), want %d (at least 3)", v, err, local.SchemaVersion())
+	var v int
+	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() {
+		t.Fatalf("schema version %d (%v), want %d", v, err, local.SchemaVersion())
 	}
 }

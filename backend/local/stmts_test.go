@@ -22,22 +22,11 @@ import (
 // called, naming the missing table, as they did before statements were
 // prepared at Open.
 func TestUnpreparableStatementsFailWhenCalled(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "partial.db")
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
+	path := writeSQLite(t, "partial.db",
 		`CREATE TABLE pool_leases (stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
 			PRIMARY KEY (stack, lease_id))`,
-		`PRAGMA user_version = 1`,
-	} {
-		if _, err := db.Exec(stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	db.Close()
+		`PRAGMA user_version = 1`)
 	ctx := context.Background()
 	b := openAt(t, path, "s", nil)
 

@@ -298,7 +298,7 @@ func TestDaemonE2EKill9KeepsLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grants := holdGrants(t, ld)
+	grants := holdGrants(t, ld, 120)
 	// A released lease must not come back after the restart.
 	gone, err := ld.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "gone"})
 	if err != nil {
@@ -342,10 +342,10 @@ type heldGrants struct {
 	claim  api.Claim
 }
 
-func holdGrants(t *testing.T, ld *liveDaemon) heldGrants {
+func holdGrants(t *testing.T, ld *liveDaemon, ttlSeconds float64) heldGrants {
 	t.Helper()
 	ctx := context.Background()
-	permit, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 48 << 20, TTLSeconds: 120})
+	permit, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 48 << 20, TTLSeconds: ttlSeconds})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,17 +403,8 @@ func TestDaemonE2EKill9GrantsLapse(t *testing.T) {
 		"budget \"scan\" {\n  scan_ring = \"64MiB\"\n}\nvm_ceiling \"vms\" {\n  max       = 4\n  grant     = \"immediate\"\n  claim_ttl = \"%ds\"\n  stale_after = \"3s\"\n  poll_interval = \"1s\"\n}\n", ttl))
 	ld := startRPD(t, cwd, nil, "watch", conf)
 	ctx := context.Background()
-	permit, err := ld.c.AcquirePermit(ctx, "scan", api.PermitRequest{ScanRingBytes: 48 << 20, TTLSeconds: ttl})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ld.c.PushUsage(ctx, "vms", 1); err != nil {
-		t.Fatal(err)
-	}
-	claim, err := ld.c.RequestClaim(ctx, "vms", api.ClaimRequest{WorkerID: "w-1", Count: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := holdGrants(t, ld, ttl) // the claim lapses after claim_ttl, the same
+	permit, claim := held.permit, held.claim
 	if code := ld.stop(syscall.SIGKILL); code != -9 {
 		t.Fatalf("kill -9: exit %d", code)
 	}
@@ -575,7 +566,7 @@ func TestDaemonE2EWatchOnEmulators(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	grants := holdGrants(t, ld)
+	grants := holdGrants(t, ld, 120)
 	v0 := ld.status().ConfigVersion
 	writeConf(t, main, "pool \"db\" {\n  slots = 2\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n"+e2eGrantsHCL)
 	ld.waitStatus("the resize on aws", func(st api.Status) bool { return st.ConfigVersion == v0+1 })
