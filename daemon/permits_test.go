@@ -364,3 +364,36 @@ func TestHeartbeatRacingReleaseLeavesNoRecord(t *testing.T) {
 		t.Fatalf("the next daemon counts the released permit: %+v", b)
 	}
 }
+
+// A permit restored into a budget that shrank while no daemon ran is
+// restored whole: the budget reads 0 available (never negative) and grants
+// nothing until the permit is released, as after a live shrink.
+func TestRestartRestoresPermitIntoAShrunkBudget(t *testing.T) {
+	ctx := ctxT(t)
+	first := startDaemon(t, "budget \"b\" {\n  scan_ring = \"64MiB\"\n}\n")
+	perm, err := first.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 48 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.stop(); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(first.dir, "main.hcl"), "budget \"b\" {\n  scan_ring = \"32MiB\"\n}\n")
+	second := startDaemonIn(t, first.dir, first.state)
+	b, err := second.c.Budget(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Permits != 1 || b.ScanRing.Total != 32<<20 || b.ScanRing.Available != 0 {
+		t.Fatalf("budget after the restart: %+v, want the 48 MiB permit held in 32 MiB, 0 available", b)
+	}
+	if _, err := second.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1}); apiErr(t, err).Status != http.StatusConflict {
+		t.Fatalf("a permit in the over-committed budget: %v, want 409", err)
+	}
+	if err := second.c.Release(ctx, perm.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := second.c.Budget(ctx, "b"); b.Permits != 0 || b.ScanRing.Available != 32<<20 {
+		t.Fatalf("after the release: %+v, want the whole 32 MiB available", b)
+	}
+}

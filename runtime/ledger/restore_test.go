@@ -135,3 +135,26 @@ func TestWithFirstClaimID(t *testing.T) {
 		t.Fatalf("first ID %s, want 00000abc00000001", c.ID())
 	}
 }
+
+// A restored claim counts even when it does not fit under a Max lowered
+// while the process was down (nothing is revoked, as when Max is lowered
+// live); available reads 0 and new requests wait until it ends.
+func TestRestoreAboveMaxCountsUntilItEnds(t *testing.T) {
+	l, clk := newTestLedger(t, Config{Max: 2, Grant: GrantImmediate, ClaimTTL: time.Minute})
+	now := clk.Now()
+	if _, err := l.Restore(RestoredClaim{ID: 9, WorkerID: "w", Count: 3, GrantedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
+		t.Fatalf("restoring a claim above Max: %v", err)
+	}
+	mustObserve(t, l, clk, 0)
+	if st := l.Status(); st.LocalClaims != 3 || st.Available != 0 {
+		t.Fatalf("%+v, want 3 local claims and 0 available", st)
+	}
+	if _, err := l.TryRequest(Request{WorkerID: "x", Count: 1}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a request while the restored claim over-books: %v, want ErrUnavailable", err)
+	}
+	clk.Advance(time.Minute)
+	mustObserve(t, l, clk, 0)
+	if c, err := l.TryRequest(Request{WorkerID: "x", Count: 1}); err != nil || c.ID() == 9 {
+		t.Fatalf("after the restored claim expired: %v, %v; want a new claim with a new ID", c, err)
+	}
+}
