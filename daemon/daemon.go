@@ -188,14 +188,14 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
 		d.log.Info("restored pool leases held before the restart", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
 	}
-	grep, err := d.restoreGrants(ctx)
+	grantRep, err := d.restoreGrants(ctx)
 	if err != nil {
 		d.close()
 		return nil, fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
 	}
-	if grep != (restoreReport{}) {
+	if grantRep != (restoreReport{}) {
 		d.log.Info("restored budget permits and VM-ceiling claims held before the restart",
-			"permits", grep.Permits, "claims", grep.Claims, "expired", grep.Expired, "dropped", grep.Dropped, "unreadable", grep.Unreadable)
+			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
 	}
 
 	d.ln, err = net.Listen("tcp", listen)

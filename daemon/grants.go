@@ -24,14 +24,11 @@ type grantStore interface {
 	LoadGrants(ctx context.Context) (map[string][]byte, error)
 }
 
-// grantRecord is the stored form of one grant.
+// grantRecord is the stored form of one grant: exactly one of the two is set.
 type grantRecord struct {
-	Kind   string     `json:"kind"` // api.KindPermit or kindClaim
 	Permit *api.Lease `json:"permit,omitempty"`
 	Claim  *api.Claim `json:"claim,omitempty"`
 }
-
-const kindClaim = "claim"
 
 func permitRecordID(leaseID string) string { return "permit/" + leaseID }
 
@@ -72,7 +69,7 @@ func (g *grants) putPermit(ctx context.Context, l api.Lease) error {
 	if g == nil {
 		return nil
 	}
-	return g.put(ctx, permitRecordID(l.LeaseID), grantRecord{Kind: api.KindPermit, Permit: &l})
+	return g.put(ctx, permitRecordID(l.LeaseID), grantRecord{Permit: &l})
 }
 
 func (g *grants) deletePermit(leaseID string) {
@@ -88,7 +85,7 @@ func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim) 
 	}
 	id := claimRecordID(ceiling, c.ID().String())
 	cj := claimJSON(ceiling, c)
-	err := g.put(ctx, id, grantRecord{Kind: kindClaim, Claim: &cj})
+	err := g.put(ctx, id, grantRecord{Claim: &cj})
 	if err == nil {
 		g.track(id, ceiling, c.ID())
 	}

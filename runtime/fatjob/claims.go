@@ -68,9 +68,9 @@ func (p *Pool) claim(slot bool) (n uint64, ok bool) {
 	}
 }
 
-// numbered does the bookkeeping of a claimed permit number n that is the
-// first of its block or claimMax; claim tests for those cases itself, so
-// that the common case costs no call.
+// numbered does the bookkeeping of a claimed permit number n: it counts a
+// wrap at claimMax and prepares the next block at the first of each. claim
+// tests for those cases itself, so that its common case costs no call.
 func (p *Pool) numbered(n uint64) {
 	if n == claimMax {
 		p.claimWraps.Add(1)

@@ -54,9 +54,7 @@ func (p *Pool) Restore(r Request) (*Permit, error) {
 	}
 	w := p.claims.Add(add)
 	n := (w - add) >> claimShift
-	if n%permitBlockSize == 0 || n == claimMax {
-		p.numbered(n)
-	}
+	p.numbered(n)
 	if spill == SpillLimited {
 		lower(&p.floor[resSpill], spillField(w))
 	}
