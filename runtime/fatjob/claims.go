@@ -1,14 +1,13 @@
 package fatjob
 
-// Every grant takes a permit from the pool's claim word, and a permit with a
-// limited spill slot also takes the slot, in one compare-and-swap:
+// Every grant is counted in the pool's claim word, and a permit with a
+// limited spill slot also takes the slot, in the same compare-and-swap:
 //
 //	claims = count<<claimShift | (available spill slots + spillBias)
 //
-// The count numbers the permit, which picks its place in a block of
-// preallocated permits, and is also Stats.Granted. Merging the two is what
-// keeps the lock-free path to one atomic operation per counter of the
-// baseline plus the permit's release flag.
+// The count is Stats.Granted (before subtracting grants that never reached
+// a caller). Merging the two is what keeps the lock-free path to one atomic
+// operation per counter of the baseline plus the permit's release flag.
 //
 // The slot field is biased so it never goes negative: available slots range
 // from -2*MaxSpillSlots to MaxSpillSlots, so adding or subtracting a count
@@ -18,10 +17,7 @@ package fatjob
 // 2*MaxSpillSlots are held); a shrink to zero counted slots then leaves
 // -2*MaxSpillSlots = -spillBias, a field of 0. The count wraps after 2^48
 // grants; claimWraps keeps the high part for Stats (which may read 2^48 low
-// for the instant between a wrapping claim and its claimWraps update). A
-// permit number is unique within 2^48 grants, so the only way two callers
-// could share a block slot is for one to stall between its claim and its
-// grant while 2^48 others are granted.
+// for the instant between a wrapping claim and its claimWraps update).
 
 const (
 	claimShift = 16
@@ -41,86 +37,63 @@ func spillField(w uint64) int64 { return int64(w&spillMask) - spillBias }
 // a shrink below what is held).
 func (p *Pool) spillAvailable() int64 { return spillField(p.claims.Load()) }
 
-// claimed returns how many permits have been numbered by claim.
+// claimed returns how many grants claim has counted.
 func (p *Pool) claimed() uint64 {
 	return p.claimWraps.Load()<<(64-claimShift) + p.claims.Load()>>claimShift
 }
 
-// claim numbers a new permit and, if slot, takes a spill slot with it. It
+// claim counts a new permit and, if slot, takes a spill slot with it. It
 // fails, changing nothing, only when slot is true and none is available.
-func (p *Pool) claim(slot bool) (n uint64, ok bool) {
+func (p *Pool) claim(slot bool) bool {
 	for {
 		cur := p.claims.Load()
 		next := cur + claimUnit // at the top of the count, wraps to 0
 		if slot {
 			if spillField(cur) < 1 {
-				return 0, false
+				return false
 			}
 			next--
 		}
 		if p.claims.CompareAndSwap(cur, next) {
-			n = cur >> claimShift
-			if n%permitBlockSize == 0 || n == claimMax {
-				p.numbered(n)
-			}
-			return n, true
+			p.counted(cur)
+			return true
 		}
 	}
 }
 
-// numbered does the bookkeeping of a claimed permit number n: it counts a
-// wrap at claimMax and prepares the next block at the first of each. claim
-// tests for those cases itself, so that its common case costs no call.
-func (p *Pool) numbered(n uint64) {
-	if n == claimMax {
+// counted keeps Stats.Granted right across a wrap of the count: call it
+// with the claim word as it was before a grant was counted in it.
+func (p *Pool) counted(prev uint64) {
+	if prev>>claimShift == claimMax {
 		p.claimWraps.Add(1)
 	}
-	if n%permitBlockSize == 0 {
-		// First of its block: prepare the next block, so the next
-		// permitBlockSize claimers find it ready.
-		g := n/permitBlockSize + 1
-		p.blocks[g%blockRing].Store(&permitBlock{gen: g})
-	}
 }
 
-const (
-	// permitBlockSize permits are allocated at once.
-	permitBlockSize = 32
-	// blockRing blocks are reachable from the pool at a time.
-	blockRing = 4
-)
-
-// permitBlock holds the permits numbered gen*permitBlockSize onwards. Each
-// slot is handed out once, to the claimer of its number, and never reused:
-// a Release on a stale permit finds its own released flag set and does
-// nothing, and the GC frees a block once none of its permits is reachable.
-// Allocating permits in blocks halves the cost of a grant; the price is
-// that a permit held for long keeps its block (about 1 KiB) alive.
-type permitBlock struct {
-	gen     uint64
-	permits [permitBlockSize]Permit
+// grant is what a permit holds: resources taken from pool (nil for no
+// grant).
+type grant struct {
+	pool  *Pool
+	scan  uint64
+	delta uint64
+	spill SpillGrant
 }
 
-// grant returns the permit numbered n, filled in for r.
-func (p *Pool) grant(r Request, spill SpillGrant, n uint64) *Permit {
-	var perm *Permit
-	g := n / permitBlockSize
-	if b := p.blocks[g%blockRing].Load(); b != nil && b.gen == g {
-		perm = &b.permits[n%permitBlockSize]
-	} else {
-		// The claimer that prepares this block has not stored it yet (or
-		// a slow one overwrote it): allocate this permit on its own.
-		perm = new(Permit)
-	}
-	perm.pool = p
-	perm.scan = r.ScanRingBytes
-	perm.delta = r.DeltaCacheBytes
-	perm.spill = spill
-	return perm
+// put returns g's resources to its pool without waking waiters.
+func (g *grant) put() {
+	g.pool.put(g.scan, g.delta, g.spill == SpillLimited)
 }
 
-// grantEmpty returns a permit for the empty Request.
-func (p *Pool) grantEmpty() *Permit {
-	n, _ := p.claim(false)
-	return p.grant(Request{}, SpillNotRequested, n)
+func (p *Pool) grantOf(r Request, spill SpillGrant) grant {
+	return grant{pool: p, scan: r.ScanRingBytes, delta: r.DeltaCacheBytes, spill: spill}
 }
+
+// newPermit returns a new permit for g. Every grant gets a permit of its
+// own that is never reused, so a stale Release (a second call, or one from
+// a holder that kept the pointer) finds its own released flag set and frees
+// nothing of anybody else's.
+//
+// TryAcquire and Acquire allocate their permit the same way, in a body small
+// enough to be inlined into their callers: a caller that does not keep the
+// permit beyond its own frame (acquire, work, release) gets it on its stack,
+// and one that keeps it pays the one allocation of the permit itself.
+func newPermit(g grant) *Permit { return &Permit{grant: g} }

@@ -4,34 +4,6 @@ import (
 	"testing"
 )
 
-// When the block a permit number belongs to is not ready (its preparer is
-// slow), the permit is allocated on its own; numbering and counts hold.
-func TestGrantFallsBackWhenBlockNotReady(t *testing.T) {
-	p := newPool(t, Config{ScanRingBytes: 1000, DeltaCacheBytes: 1000, SpillSlots: LimitedSpill(100)})
-	first := mustAcquire(t, p, Request{ScanRingBytes: 1}) // number 0 prepares block 1
-	p.blocks[1].Store(nil)                                // as if its preparer had not stored it yet
-	held := []*Permit{first}
-	seen := map[*Permit]bool{first: true}
-	for range 2*permitBlockSize + 3 {
-		perm := mustAcquire(t, p, Request{ScanRingBytes: 1, NeedsSpillSlot: true})
-		if seen[perm] {
-			t.Fatal("a permit was handed out twice")
-		}
-		seen[perm] = true
-		held = append(held, perm)
-	}
-	if got, want := p.Stats().Granted, uint64(len(held)); got != want {
-		t.Errorf("Stats().Granted = %d, want %d", got, want)
-	}
-	if b := p.blocks[2].Load(); b == nil || b.gen != 2 {
-		t.Error("block 2 was not prepared by the first claimer of block 1")
-	}
-	for _, perm := range held {
-		perm.Release()
-	}
-	wantAvailable(t, p, 1000, 1000, 100)
-}
-
 // The claim counter wraps after 2^48 grants without disturbing the spill
 // slots packed beside it, and Stats.Granted keeps counting.
 func TestClaimCounterWraps(t *testing.T) {

@@ -65,7 +65,6 @@ type Pool struct {
 	gate           atomic.Uint64
 	spillUnlimited atomic.Bool
 
-	blocks [blockRing]atomic.Pointer[permitBlock] // see claims.go
 	// claimWraps counts overflows of the claim counter; unclaimed counts
 	// claimed permits that never reached a caller (rolled back or handed
 	// back after a cancellation).
@@ -103,11 +102,11 @@ type waiter struct {
 	req   Request
 	since time.Time
 	elem  *list.Element
-	// ready is closed once perm or err is set (under Pool.mu).
-	ready  chan struct{}
-	perm   *Permit
-	err    error
-	waited time.Duration
+	// ready is closed once granted or err is set (under Pool.mu).
+	ready   chan struct{}
+	granted grant
+	err     error
+	waited  time.Duration
 }
 
 // Option configures a Pool at New.
@@ -135,7 +134,6 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 	p.delta.Store(int64(cfg.DeltaCacheBytes))
 	p.claims.Store(spillBias + uint64(cfg.spillTotal()))
 	p.spillUnlimited.Store(cfg.SpillSlots == nil)
-	p.blocks[0].Store(&permitBlock{})
 	p.floor[resScan].Store(p.scan.Load())
 	p.floor[resDelta].Store(p.delta.Load())
 	p.floor[resSpill].Store(p.spillAvailable())
@@ -156,29 +154,57 @@ func (c Config) clone() Config {
 // Resources are taken in the fixed order scan ring → delta cache → spill
 // slot; when one is short, those already taken are put back.
 func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
+	// Kept small enough to be inlined, so that the permit is allocated in
+	// the caller's frame (see newPermit).
+	if g := p.takeNow(r, true); g.pool != nil {
+		return &Permit{grant: g}, true
+	}
+	return nil, false
+}
+
+// takeNow takes r's resources if that needs no waiting, and returns the
+// grant, or no grant and the pool unchanged. It tries the lock-free path
+// first. When that is closed or raced (see Pool), a TryAcquire (forTry)
+// retries under the mutex if nobody is queued, and counts a denial if r
+// does not fit; Acquire goes on to acquireSlow instead.
+func (p *Pool) takeNow(r Request, forTry bool) grant {
 	if r.isEmpty() {
-		return p.grantEmpty(), true
+		p.claim(false)
+		return p.grantOf(r, SpillNotRequested)
 	}
-	perm, raced := p.tryFast(r)
-	if perm != nil {
-		return perm, true
+	raced := true
+	if g := p.gate.Load(); uint32(g) == 0 {
+		spill, ok := p.take(r, p.spillUnlimited.Load())
+		if ok && p.gate.Load() == g {
+			return p.grantOf(r, spill)
+		}
+		if ok {
+			// The gate moved while we held r: give it back.
+			p.put(r.ScanRingBytes, r.DeltaCacheBytes, spill == SpillLimited)
+			p.unclaimed.Add(1)
+		} else {
+			raced = false
+		}
+		p.wakeIfQueued()
 	}
-	if !raced {
-		p.denied.Add(1)
-		return nil, false
+	if !forTry {
+		return grant{}
 	}
-	p.mu.Lock()
-	if p.queue.Len() == 0 {
-		// With mu held and the queue empty, only lock-free acquirers
-		// compete with us, through the same CAS loops.
-		if spill, n, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
-			p.mu.Unlock()
-			return p.grant(r, spill, n), true
+	if raced {
+		p.mu.Lock()
+		spill, ok := SpillGrant(0), false
+		if p.queue.Len() == 0 {
+			// With mu held and the queue empty, only lock-free acquirers
+			// compete with us, through the same CAS loops.
+			spill, ok = p.take(r, p.cfg.SpillSlots == nil)
+		}
+		p.mu.Unlock()
+		if ok {
+			return p.grantOf(r, spill)
 		}
 	}
-	p.mu.Unlock()
 	p.denied.Add(1)
-	return nil, false
+	return grant{}
 }
 
 // Acquire takes everything r asks for, waiting in FIFO order until it fits
@@ -192,26 +218,35 @@ func (p *Pool) TryAcquire(r Request) (*Permit, bool) {
 // fit. A request larger than the pool's total of some resource fails at once
 // with an error wrapping ErrExceedsCapacity, and so does a queued request
 // when a Reconfigure shrinks the pool below it.
-func (p *Pool) Acquire(ctx context.Context, r Request) (*Permit, error) {
+func (p *Pool) Acquire(ctx context.Context, r Request) (perm *Permit, err error) {
+	// Inlined like TryAcquire, so the permit is allocated in the caller's
+	// frame.
+	g, err := p.acquire(ctx, r)
+	if g.pool != nil {
+		perm = &Permit{grant: g}
+	}
+	return perm, err
+}
+
+// acquire is Acquire without the permit: it returns the grant, or no grant
+// and an error, leaving the pool unchanged.
+func (p *Pool) acquire(ctx context.Context, r Request) (grant, error) {
 	done := ctx.Done()
 	if done != nil {
 		select {
 		case <-done:
 			p.cancelled.Add(1)
-			return nil, ctx.Err()
+			return grant{}, ctx.Err()
 		default:
 		}
 	}
-	if r.isEmpty() {
-		return p.grantEmpty(), nil
-	}
-	if perm, _ := p.tryFast(r); perm != nil {
-		return perm, nil
+	if g := p.takeNow(r, false); g.pool != nil {
+		return g, nil
 	}
 	return p.acquireSlow(ctx, done, r)
 }
 
-func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request) (*Permit, error) {
+func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request) (grant, error) {
 	p.mu.Lock()
 	select {
 	case <-done:
@@ -219,22 +254,22 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 		// as x/sync/semaphore does.
 		p.mu.Unlock()
 		p.cancelled.Add(1)
-		return nil, ctx.Err()
+		return grant{}, ctx.Err()
 	default:
 	}
 	if err := p.exceedsLocked(r); err != nil {
 		p.mu.Unlock()
 		p.denied.Add(1)
-		return nil, err
+		return grant{}, err
 	}
 	// Raise the gate before the last attempt, so that a concurrent Release
 	// either is seen by this attempt or sees the gate and hands off to us.
 	p.gate.Add(gateEnter)
 	if p.queue.Len() == 0 {
-		if spill, n, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
+		if spill, ok := p.take(r, p.cfg.SpillSlots == nil); ok {
 			p.gate.Add(gateLeave)
 			p.mu.Unlock()
-			return p.grant(r, spill, n), nil
+			return p.grantOf(r, spill), nil
 		}
 	}
 	w := &waiter{req: r, since: p.now(), ready: make(chan struct{})}
@@ -249,12 +284,11 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 			if w.err != nil {
 				// Failed (pool shrank) before we saw the cancellation.
 				p.mu.Unlock()
-				return nil, w.err
+				return grant{}, w.err
 			}
-			// Granted after we were cancelled: the permit never reached a
+			// Granted after we were cancelled: the grant never reached a
 			// caller, so give its resources straight back.
-			w.perm.released.Store(true)
-			p.put(w.perm.scan, w.perm.delta, w.perm.spill == SpillLimited)
+			w.granted.put()
 			p.unclaimed.Add(1)
 			p.dispatchLocked()
 		default:
@@ -267,60 +301,38 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 		}
 		p.mu.Unlock()
 		p.cancelled.Add(1)
-		return nil, ctx.Err()
+		return grant{}, ctx.Err()
 
 	case <-w.ready:
 		if w.err != nil {
-			return nil, w.err
+			return grant{}, w.err
 		}
 		select {
 		case <-done:
 			// Granted, but ctx is done too: cancellation wins.
-			w.perm.Release()
+			w.granted.put()
+			p.wakeIfQueued()
 			p.unclaimed.Add(1)
 			p.cancelled.Add(1)
-			return nil, ctx.Err()
+			return grant{}, ctx.Err()
 		default:
 		}
 		p.waited.Add(1)
 		p.waitNanos.Add(uint64(w.waited))
-		return w.perm, nil
+		return w.granted, nil
 	}
 }
 
-// tryFast is the lock-free acquisition. It returns a permit, or nil and
-// raced=false when some resource is short, or nil and raced=true when the
-// gate was closed or moved (the caller must retry under the mutex). Either
-// way a nil result leaves the pool unchanged.
-func (p *Pool) tryFast(r Request) (perm *Permit, raced bool) {
-	g := p.gate.Load()
-	if uint32(g) != 0 {
-		return nil, true
-	}
-	spill, n, ok := p.take(r, p.spillUnlimited.Load())
-	if !ok {
-		p.wakeIfQueued()
-		return nil, false
-	}
-	if p.gate.Load() != g {
-		p.put(r.ScanRingBytes, r.DeltaCacheBytes, spill == SpillLimited)
-		p.unclaimed.Add(1)
-		p.wakeIfQueued()
-		return nil, true
-	}
-	return p.grant(r, spill, n), false
-}
-
-// take takes all of r from the counters and claims a permit number, or, if
-// some resource is short, takes nothing (putting back what it took). It
-// does not wake waiters.
-func (p *Pool) take(r Request, spillUnlimited bool) (spill SpillGrant, n uint64, ok bool) {
+// take takes all of r from the counters and counts a grant, or, if some
+// resource is short, takes nothing (putting back what it took). It does not
+// wake waiters.
+func (p *Pool) take(r Request, spillUnlimited bool) (spill SpillGrant, ok bool) {
 	if !takeFrom(&p.scan, r.ScanRingBytes) {
-		return 0, 0, false
+		return 0, false
 	}
 	if !takeFrom(&p.delta, r.DeltaCacheBytes) {
 		p.put(r.ScanRingBytes, 0, false)
-		return 0, 0, false
+		return 0, false
 	}
 	spill = SpillNotRequested
 	if r.NeedsSpillSlot {
@@ -329,11 +341,11 @@ func (p *Pool) take(r Request, spillUnlimited bool) (spill SpillGrant, n uint64,
 			spill = SpillUnlimited
 		}
 	}
-	if n, ok = p.claim(spill == SpillLimited); !ok {
+	if !p.claim(spill == SpillLimited) {
 		p.put(r.ScanRingBytes, r.DeltaCacheBytes, false)
-		return 0, 0, false
+		return 0, false
 	}
-	return spill, n, true
+	return spill, true
 }
 
 // takeFrom subtracts n from a unless that would leave it negative.
@@ -388,14 +400,14 @@ func (p *Pool) dispatchLocked() {
 	unlimited := p.cfg.SpillSlots == nil
 	for e := p.queue.Front(); e != nil; e = p.queue.Front() {
 		w := e.Value.(*waiter)
-		spill, n, ok := p.take(w.req, unlimited)
+		spill, ok := p.take(w.req, unlimited)
 		if !ok {
 			// The head waits; nobody overtakes it (see Pool, Fairness).
 			return
 		}
 		p.queue.Remove(e)
 		p.gate.Add(gateLeave)
-		w.perm = p.grant(w.req, spill, n)
+		w.granted = p.grantOf(w.req, spill)
 		w.waited = p.now().Sub(w.since)
 		close(w.ready)
 	}

@@ -28,7 +28,8 @@ func (p *Pool) Restore(r Request) (*Permit, error) {
 		return nil, fmt.Errorf("fatjob: restore a permit of %d scan-ring and %d delta-cache bytes: more than MaxBudgetBytes", r.ScanRingBytes, r.DeltaCacheBytes)
 	}
 	if r.isEmpty() {
-		return p.grantEmpty(), nil
+		p.claim(false)
+		return newPermit(p.grantOf(r, SpillNotRequested)), nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -53,12 +54,11 @@ func (p *Pool) Restore(r Request) (*Permit, error) {
 		add-- // the slot, taken even when none is free
 	}
 	w := p.claims.Add(add)
-	n := (w - add) >> claimShift
-	p.numbered(n)
+	p.counted(w - add)
 	if spill == SpillLimited {
 		lower(&p.floor[resSpill], spillField(w))
 	}
-	return p.grant(r, spill, n), nil
+	return newPermit(p.grantOf(r, spill)), nil
 }
 
 // lower sets f to v if v is lower (f is written under Pool.mu only).
