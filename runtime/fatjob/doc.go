@@ -17,8 +17,12 @@
 //
 // What it is not: it does not enforce how much memory a job really uses, nor
 // that a job without a spill grant does not spill (seed limitation 4); it has
-// no priorities, no per-object limits and no persistence. Permits live in
-// one process.
+// no priorities, no per-object limits and no persistence of its own:
+// permits live in one process, and an owner that records them elsewhere
+// re-creates them after a restart with Pool.Restore.
+//
+// A permit costs at most one small allocation, and none when the caller
+// releases it before returning (see Permit).
 //
 // Start reading at Pool (its comment states the fairness policy and how the
 // lock-free path stays fair), then TryAcquire, Acquire and Reconfigure in
