@@ -397,18 +397,37 @@ func (h heldGrants) checkRestored(t *testing.T, ld *liveDaemon) {
 // they were granted with runs out, then give their bytes and VMs back; their
 // old IDs then answer 404.
 func TestDaemonE2EKill9GrantsLapse(t *testing.T) {
+	testGrantsLapse(t, e2eRPD, nil)
+}
+
+// As TestDaemonE2EKill9GrantsLapse, with the grant records in DynamoDB.
+func TestDaemonE2EKill9GrantsLapseOnEmulators(t *testing.T) {
+	rpd, env := emulatorRPD(t)
+	testGrantsLapse(t, rpd, env)
+}
+
+// emulatorRPD starts the AWS emulators and returns an rpd block for a new
+// stack on them, and the environment that points rpd at them.
+func emulatorRPD(t *testing.T) (hcl string, env []string) {
+	t.Helper()
+	ep := awstest.Start(t)
+	stack := fmt.Sprintf("d%d", time.Now().UnixNano()%1_000_000)
+	return fmt.Sprintf("rpd {\n  stack = %q\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack), ep.Env()
+}
+
+func testGrantsLapse(t *testing.T, rpdHCL string, env []string) {
 	const ttl = 6 // seconds: the restart must fit well inside it
 	conf, cwd := t.TempDir(), t.TempDir()
-	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+fmt.Sprintf(
+	writeConf(t, filepath.Join(conf, "main.hcl"), rpdHCL+fmt.Sprintf(
 		"budget \"scan\" {\n  scan_ring = \"64MiB\"\n}\nvm_ceiling \"vms\" {\n  max       = 4\n  grant     = \"immediate\"\n  claim_ttl = \"%ds\"\n  stale_after = \"3s\"\n  poll_interval = \"1s\"\n}\n", ttl))
-	ld := startRPD(t, cwd, nil, "watch", conf)
+	ld := startRPD(t, cwd, env, "watch", conf)
 	ctx := context.Background()
 	held := holdGrants(t, ld, ttl) // the claim lapses after claim_ttl, the same
 	permit, claim := held.permit, held.claim
 	if code := ld.stop(syscall.SIGKILL); code != -9 {
 		t.Fatalf("kill -9: exit %d", code)
 	}
-	ld2 := startRPD(t, cwd, nil, "watch", conf)
+	ld2 := startRPD(t, cwd, env, "watch", conf)
 	b, err := ld2.c.Budget(ctx, "scan")
 	if err != nil {
 		t.Fatal(err)
@@ -554,13 +573,12 @@ func TestDaemonE2EServeFollowsApply(t *testing.T) {
 
 // The same watch cycle on the aws backend, against the emulators.
 func TestDaemonE2EWatchOnEmulators(t *testing.T) {
-	ep := awstest.Start(t)
+	rpd, env := emulatorRPD(t)
 	conf, cwd := t.TempDir(), t.TempDir()
-	stack := fmt.Sprintf("d%d", time.Now().UnixNano()%1_000_000)
-	writeConf(t, filepath.Join(conf, "rpd.hcl"), fmt.Sprintf("rpd {\n  stack = %q\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack))
+	writeConf(t, filepath.Join(conf, "rpd.hcl"), rpd)
 	main := filepath.Join(conf, "main.hcl")
 	writeConf(t, main, "pool \"db\" {\n  slots = 1\n}\nrunner_class \"small\" {\n  cpu = 1\n  mem = \"1GiB\"\n}\n"+e2eGrantsHCL)
-	ld := startRPD(t, cwd, ep.Env(), "watch", conf)
+	ld := startRPD(t, cwd, env, "watch", conf)
 	ctx := context.Background()
 	l, err := ld.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "aws", TTLSeconds: 60})
 	if err != nil {
@@ -575,7 +593,7 @@ func TestDaemonE2EWatchOnEmulators(t *testing.T) {
 	}
 	// Restart: the lease is in DynamoDB and still counted.
 	ld.stop(syscall.SIGKILL)
-	ld2 := startRPD(t, cwd, ep.Env(), "watch", conf)
+	ld2 := startRPD(t, cwd, env, "watch", conf)
 	if ps := ld2.pool("db"); ps.Used != 1 {
 		t.Fatalf("after kill -9 on aws, pool db = %+v; want the held slot counted", ps)
 	}
