@@ -21,8 +21,8 @@
 // permits live in one process, and an owner that records them elsewhere
 // re-creates them after a restart with Pool.Restore.
 //
-// A permit costs at most one small allocation, and none when the caller
-// releases it before returning (see Permit).
+// A permit costs at most one small allocation, and usually none when the
+// caller releases it before returning (see Permit).
 //
 // Start reading at Pool (its comment states the fairness policy and how the
 // lock-free path stays fair), then TryAcquire, Acquire and Reconfigure in

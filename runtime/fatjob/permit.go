@@ -30,10 +30,12 @@ func (g SpillGrant) String() string {
 // by their pool, and each carries a pointer to it, so a permit can only ever
 // give back what it took, to the pool it took it from.
 //
-// A permit costs one small allocation (48 bytes), or none when the caller
-// releases it before returning and does not let it escape otherwise:
-// TryAcquire and Acquire are inlined, so the compiler can place such a
-// permit on the caller's stack.
+// A permit costs at most one small allocation (48 bytes). Usually it costs
+// none when the caller releases it before returning and does not let it
+// escape otherwise: TryAcquire and Acquire are small enough to be inlined,
+// and where the compiler inlines them it places such a permit on the
+// caller's stack. (It does not inline into very large functions, nor
+// with -gcflags=-l.) This affects speed only, never correctness.
 type Permit struct {
 	grant
 	// released is swapped to true by the one Release call that gives the

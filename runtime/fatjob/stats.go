@@ -5,8 +5,8 @@ import "time"
 // Stats is a snapshot of a pool's counters (monotonic since New) and gauges
 // (current values), for export as metrics.
 type Stats struct {
-	// Granted counts permits granted by TryAcquire and Acquire; a grant
-	// that raced a cancellation and was handed back does not count.
+	// Granted counts permits granted by TryAcquire, Acquire and Restore; a
+	// grant that raced a cancellation and was handed back does not count.
 	Granted uint64
 	// Denied counts TryAcquire calls that returned false and Acquire calls
 	// that failed with ErrExceedsCapacity (at the call or after a shrink).
