@@ -92,10 +92,10 @@ func (p *Pool) grantOf(r Request, spill SpillGrant) grant {
 // a holder that kept the pointer) finds its own released flag set and frees
 // nothing of anybody else's.
 //
-// Restore uses it. TryAcquire and Acquire write the same
-// literal themselves, in a body small enough to be inlined into their
-// callers (a call to newPermit would not fit the inlining budget): a
-// caller that does not keep the permit beyond its own frame (acquire, work,
-// release) gets it on its stack, and one that keeps it pays the one
-// allocation of the permit itself.
+// Restore uses it. TryAcquire and Acquire write the same literal
+// themselves, in a body small enough to be inlined into their callers (a
+// call to newPermit would not fit the inlining budget): a caller that does
+// not keep the permit beyond its own frame (acquire, work, release) gets it
+// on its stack, and one that keeps it pays the one allocation of the permit
+// itself.
 func newPermit(g grant) *Permit { return &Permit{grant: g} }
