@@ -7,10 +7,11 @@ import (
 )
 
 // The statements on the hot paths (queue data plane, instance transitions,
-// pool leases and the daemon's other grants, DescribeQueue, ReadState) are prepared once at Open and
-// reused: parsing SQL on every call was a measurable share of the daemon's
-// CPU and of a 10k-queue plan. database/sql keeps one prepared copy per
-// connection; the driver resets a statement between uses.
+// pool leases and the daemon's other grants, DescribeQueue, ReadState) are
+// prepared once at Open and reused: parsing SQL on every call was a
+// measurable share of the daemon's CPU and of a 10k-queue plan. database/sql
+// keeps one prepared copy per connection; the driver resets a statement
+// between uses.
 const (
 	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
@@ -129,6 +130,8 @@ type stmts struct {
 	// on rdb
 	loadLeases, loadGrants, describeQueue stmt
 	anyVisible, getInstance, readState    stmt
+
+	prepared []*sql.Stmt // every statement above that prepared, for closeStmts
 }
 
 // prepareStmts prepares b.st, after migrate. A statement that does not
@@ -142,6 +145,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 			return
 		}
 		p.s = s
+		b.st.prepared = append(b.st.prepared, s)
 	}
 	st := &b.st
 	prep(&st.putLease, b.wdb, sqlPutLease)
@@ -168,14 +172,8 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 // "statement is closed".
 func (b *Backend) closeStmts() error {
 	var errs []error
-	for _, p := range []*stmt{
-		&b.st.putLease, &b.st.deleteLease, &b.st.putGrant, &b.st.deleteGrant, &b.st.send, &b.st.queueTimeouts, &b.st.expire, &b.st.receive,
-		&b.st.deleteMessage, &b.st.changeVis, &b.st.loadQueueW, &b.st.transition,
-		&b.st.loadLeases, &b.st.loadGrants, &b.st.describeQueue, &b.st.anyVisible, &b.st.getInstance, &b.st.readState,
-	} {
-		if p.s != nil {
-			errs = append(errs, p.s.Close())
-		}
+	for _, s := range b.st.prepared {
+		errs = append(errs, s.Close())
 	}
 	return errors.Join(errs...)
 }
