@@ -19,8 +19,13 @@ const grantPrefix = "grant:"
 // leases table beside the pool leases, so a restarted daemon still counts
 // what its clients hold.
 type GrantStore struct {
-	b *Backend
+	b     *Backend
+	epoch int64 // 0: unfenced
 }
+
+// Fence returns the store whose writes succeed only while epoch is the
+// stack's leader epoch, as PoolStore.Fence.
+func (g *GrantStore) Fence(epoch int64) *GrantStore { return &GrantStore{b: g.b, epoch: epoch} }
 
 // GrantStore returns the persistence of this stack's grants.
 func (b *Backend) GrantStore() *GrantStore { return &GrantStore{b: b} }
@@ -36,6 +41,9 @@ func (g *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 		"leaseId": s(grantPrefix + id),
 		"body":    &types.AttributeValueMemberB{Value: body},
 	}
+	if g.epoch != 0 {
+		return g.b.fencedPut(ctx, g.epoch, table, "put grant "+id, item)
+	}
 	if _, err := g.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
 		return ddbError("PutItem", table, fmt.Errorf("grant %s of stack %s: %w", id, g.b.stack, err))
 	}
@@ -45,10 +53,11 @@ func (g *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 // DeleteGrant removes the record id; a missing one is not an error.
 func (g *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	table := g.b.tableName(RoleLeases)
-	_, err := g.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &table,
-		Key:       map[string]types.AttributeValue{"stack": s(g.b.stack), "leaseId": s(grantPrefix + id)},
-	})
+	key := map[string]types.AttributeValue{"stack": s(g.b.stack), "leaseId": s(grantPrefix + id)}
+	if g.epoch != 0 {
+		return g.b.fencedDelete(ctx, g.epoch, table, "delete grant "+id, key)
+	}
+	_, err := g.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
 	if err != nil {
 		return ddbError("DeleteItem", table, fmt.Errorf("grant %s of stack %s: %w", id, g.b.stack, err))
 	}

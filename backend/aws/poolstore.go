@@ -15,8 +15,14 @@ import (
 
 // PoolStore persists the stack's pool leases in <prefix>-leases.
 type PoolStore struct {
-	b *Backend
+	b     *Backend
+	epoch int64 // 0: unfenced
 }
+
+// Fence returns the store whose writes succeed only while epoch is the
+// stack's leader epoch (backend.Leader); a stale epoch fails with
+// backend.ErrFenced (see Backend.checkFence for how, without transactions).
+func (p *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: p.b, epoch: epoch} }
 
 // PutLease creates or replaces a record.
 func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
@@ -38,6 +44,9 @@ func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 			item[k] = s(v)
 		}
 	}
+	if p.epoch != 0 {
+		return p.b.fencedPut(ctx, p.epoch, table, "put pool lease "+rec.LeaseID, item)
+	}
 	if _, err := p.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
 		return ddbError("PutItem", table, fmt.Errorf("pool lease %s of stack %s: %w", rec.LeaseID, p.b.stack, err))
 	}
@@ -47,10 +56,11 @@ func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 // DeleteLease removes a record; a missing one is not an error.
 func (p *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	table := p.b.tableName(RoleLeases)
-	_, err := p.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &table,
-		Key:       map[string]types.AttributeValue{"stack": s(p.b.stack), "leaseId": s(leaseID)},
-	})
+	key := map[string]types.AttributeValue{"stack": s(p.b.stack), "leaseId": s(leaseID)}
+	if p.epoch != 0 {
+		return p.b.fencedDelete(ctx, p.epoch, table, "delete pool lease "+leaseID, key)
+	}
+	_, err := p.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
 	if err != nil {
 		return ddbError("DeleteItem", table, fmt.Errorf("pool lease %s of stack %s: %w", leaseID, p.b.stack, err))
 	}

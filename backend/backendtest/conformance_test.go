@@ -15,6 +15,7 @@ import (
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/internal/awstest"
 	"github.com/rpdhq/rpd/runtime/pickup"
+	"github.com/rpdhq/rpd/runtime/pools"
 )
 
 // TestConformance runs the one suite against both backends: "local" on a
@@ -44,13 +45,16 @@ func localFactory(t *testing.T) *backendtest.Harness {
 	t.Cleanup(func() { b.Close() })
 	return &backendtest.Harness{
 		Admin: b, State: b, Locker: b,
-		Queue:     func(name string) pickup.Queue { return b.Queue(name) },
-		Instances: b.Instances(),
-		Pools:     b.PoolStore(),
-		Grants:    b.GrantStore(),
-		Prefix:    stack,
-		Now:       clock.Now,
-		Advance:   clock.Advance,
+		Queue:        func(name string) pickup.Queue { return b.Queue(name) },
+		Instances:    b.Instances(),
+		Pools:        b.PoolStore(),
+		Grants:       b.GrantStore(),
+		Leader:       b,
+		FencedPools:  func(epoch int64) pools.Store { return b.PoolStore().Fence(epoch) },
+		FencedGrants: func(epoch int64) backendtest.GrantStore { return b.GrantStore().Fence(epoch) },
+		Prefix:       stack,
+		Now:          clock.Now,
+		Advance:      clock.Advance,
 		Broken: func(t *testing.T) (pickup.InstanceTable, pickup.Queue) {
 			closed, err := local.Open(context.Background(), filepath.Join(t.TempDir(), "closed.db"), local.Options{Stack: stack})
 			if err != nil {
@@ -74,14 +78,17 @@ func awsFactory(e awstest.Endpoints) backendtest.Factory {
 		}
 		return &backendtest.Harness{
 			Admin: b, State: b, Locker: b,
-			Queue:      func(name string) pickup.Queue { return b.Queue(name) },
-			Instances:  b.Instances(),
-			Pools:      b.PoolStore(),
-			Grants:     b.GrantStore(),
-			Prefix:     stack,
-			Now:        time.Now,
-			Advance:    time.Sleep,
-			Deviations: backendtest.Deviations{StaleHandlesAccepted: true, ChangeVisibilityCountsAsReceive: true},
+			Queue:        func(name string) pickup.Queue { return b.Queue(name) },
+			Instances:    b.Instances(),
+			Pools:        b.PoolStore(),
+			Grants:       b.GrantStore(),
+			Leader:       b,
+			FencedPools:  func(epoch int64) pools.Store { return b.PoolStore().Fence(epoch) },
+			FencedGrants: func(epoch int64) backendtest.GrantStore { return b.GrantStore().Fence(epoch) },
+			Prefix:       stack,
+			Now:          time.Now,
+			Advance:      time.Sleep,
+			Deviations:   backendtest.Deviations{StaleHandlesAccepted: true, ChangeVisibilityCountsAsReceive: true},
 			Broken: func(t *testing.T) (pickup.InstanceTable, pickup.Queue) {
 				// A port nothing listens on: every call fails to connect.
 				l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -28,6 +28,11 @@ type Harness struct {
 	Instances pickup.InstanceTable
 	Pools     pools.Store
 	Grants    GrantStore
+	Leader    backend.LeaderStore
+	// FencedPools and FencedGrants return the stores whose writes are
+	// conditional on epoch being the stack's leader epoch.
+	FencedPools  func(epoch int64) pools.Store
+	FencedGrants func(epoch int64) GrantStore
 
 	// Prefix is prepended to every queue name the suite creates, so that
 	// harnesses sharing one SQS endpoint do not collide.
@@ -111,6 +116,9 @@ func Run(t *testing.T, f Factory) {
 		{"ForceUnlock", testForceUnlock},
 		{"PoolStore", testPoolStore},
 		{"GrantStore", testGrantStore},
+		{"LeaderLease", testLeaderLease},
+		{"LeaderRace", testLeaderRace},
+		{"Fencing", testFencing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

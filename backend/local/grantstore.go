@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 )
 
@@ -9,8 +10,13 @@ import (
 // (budget permits, VM-ceiling claims) as opaque records keyed by ID, so a
 // restarted daemon still counts what its clients hold.
 type GrantStore struct {
-	b *Backend
+	b     *Backend
+	epoch int64 // 0: unfenced
 }
+
+// Fence returns the store whose writes succeed only while epoch is the
+// stack's leader epoch, as PoolStore.Fence.
+func (s *GrantStore) Fence(epoch int64) *GrantStore { return &GrantStore{b: s.b, epoch: epoch} }
 
 // GrantStore returns the persistence of this stack's grants.
 func (b *Backend) GrantStore() *GrantStore { return &GrantStore{b: b} }
@@ -20,16 +26,40 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 	if id == "" {
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
-	if _, err := s.b.st.putGrant.exec(ctx, s.b.stack, id, body); err != nil {
+	var res sql.Result
+	var err error
+	if s.epoch == 0 {
+		res, err = s.b.st.putGrant.exec(ctx, s.b.stack, id, body)
+	} else {
+		res, err = s.b.st.putGrantFenced.exec(ctx, s.b.stack, id, body, s.epoch)
+	}
+	if err != nil {
 		return fmt.Errorf("put grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
+	}
+	if s.epoch != 0 {
+		if n, _ := res.RowsAffected(); n == 0 {
+			return s.b.fenced(ctx, s.epoch, "put grant "+id)
+		}
 	}
 	return nil
 }
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
-	if _, err := s.b.st.deleteGrant.exec(ctx, s.b.stack, id); err != nil {
+	var res sql.Result
+	var err error
+	if s.epoch == 0 {
+		res, err = s.b.st.deleteGrant.exec(ctx, s.b.stack, id)
+	} else {
+		res, err = s.b.st.deleteGrantFenced.exec(ctx, s.b.stack, id, s.epoch)
+	}
+	if err != nil {
 		return fmt.Errorf("delete grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
+	}
+	if s.epoch != 0 {
+		if n, _ := res.RowsAffected(); n == 0 {
+			return s.b.fenced(ctx, s.epoch, "delete grant "+id)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -10,26 +11,57 @@ import (
 
 // PoolStore persists the stack's pool leases.
 type PoolStore struct {
-	b *Backend
+	b     *Backend
+	epoch int64 // 0: unfenced
 }
+
+// Fence returns the store whose writes succeed only while epoch is the
+// stack's leader epoch (backend.Leader): each is one statement conditional
+// on the leader row, and a stale epoch fails with backend.ErrFenced having
+// written nothing.
+func (s *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: s.b, epoch: epoch} }
 
 // PutLease creates or replaces a record.
 func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
-	_, err := s.b.st.putLease.exec(ctx,
-		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
+	args := []any{s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL)}
+	var res sql.Result
+	var err error
+	if s.epoch == 0 {
+		res, err = s.b.st.putLease.exec(ctx, args...)
+	} else {
+		res, err = s.b.st.putLeaseFenced.exec(ctx, append(args, s.epoch)...)
+	}
 	if err != nil {
 		return fmt.Errorf("put pool lease %s of stack %s in %s: %w", rec.LeaseID, s.b.stack, s.b.path, err)
+	}
+	if s.epoch != 0 {
+		if n, _ := res.RowsAffected(); n == 0 {
+			return s.b.fenced(ctx, s.epoch, "put pool lease "+rec.LeaseID)
+		}
 	}
 	return nil
 }
 
 // DeleteLease removes a record; a missing one is not an error.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
-	if _, err := s.b.st.deleteLease.exec(ctx, s.b.stack, leaseID); err != nil {
+	var res sql.Result
+	var err error
+	if s.epoch == 0 {
+		res, err = s.b.st.deleteLease.exec(ctx, s.b.stack, leaseID)
+	} else {
+		res, err = s.b.st.deleteLeaseFenced.exec(ctx, s.b.stack, leaseID, s.epoch)
+	}
+	if err != nil {
 		return fmt.Errorf("delete pool lease %s of stack %s in %s: %w", leaseID, s.b.stack, s.b.path, err)
+	}
+	if s.epoch != 0 {
+		if n, _ := res.RowsAffected(); n == 0 {
+			// A missing record, or a stale epoch: the leader row tells.
+			return s.b.fenced(ctx, s.epoch, "delete pool lease "+leaseID)
+		}
 	}
 	return nil
 }

@@ -77,6 +77,19 @@ var migrations = []string{
 		body  BLOB NOT NULL,
 		PRIMARY KEY (stack, id)
 	);`,
+	// 4: the stack's leader lease (backend.Leader); epoch is the fencing
+	// token every grant write is conditional on.
+	`CREATE TABLE leaders (
+		stack       TEXT PRIMARY KEY,
+		holder      TEXT NOT NULL,
+		epoch       INTEGER NOT NULL,
+		address     TEXT NOT NULL,
+		mode        TEXT NOT NULL,
+		config_hash TEXT NOT NULL,
+		acquired_ns INTEGER NOT NULL,
+		renewed_ns  INTEGER NOT NULL,
+		expires_ns  INTEGER NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.

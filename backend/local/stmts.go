@@ -16,11 +16,20 @@ const (
 	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
-	sqlLoadLeases  = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`
+	// The fenced forms write only while ? is the stack's leader epoch.
+	sqlPutLeaseFenced = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?10`
+	sqlDeleteLeaseFenced = `DELETE FROM pool_leases WHERE stack = ?1 AND lease_id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
+	sqlLoadLeases        = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`
 
 	sqlPutGrant    = `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`
 	sqlDeleteGrant = `DELETE FROM grants WHERE stack = ? AND id = ?`
 	sqlLoadGrants  = `SELECT id, body FROM grants WHERE stack = ?`
+
+	sqlPutGrantFenced = `INSERT OR REPLACE INTO grants (stack, id, body)
+		SELECT ?1, ?2, ?3 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?4`
+	sqlDeleteGrantFenced = `DELETE FROM grants WHERE stack = ?1 AND id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
+	sqlLeaderEpoch       = `SELECT epoch FROM leaders WHERE stack = ?`
 
 	sqlLoadQueue = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
 	// Messages past retention are not counted (Receive deletes them).
@@ -124,6 +133,9 @@ type stmts struct {
 	// on wdb
 	putLease, deleteLease                stmt
 	putGrant, deleteGrant                stmt
+	putLeaseFenced, deleteLeaseFenced    stmt
+	putGrantFenced, deleteGrantFenced    stmt
+	leaderEpoch                          stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
@@ -152,6 +164,11 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.deleteLease, b.wdb, sqlDeleteLease)
 	prep(&st.putGrant, b.wdb, sqlPutGrant)
 	prep(&st.deleteGrant, b.wdb, sqlDeleteGrant)
+	prep(&st.putLeaseFenced, b.wdb, sqlPutLeaseFenced)
+	prep(&st.deleteLeaseFenced, b.wdb, sqlDeleteLeaseFenced)
+	prep(&st.putGrantFenced, b.wdb, sqlPutGrantFenced)
+	prep(&st.deleteGrantFenced, b.wdb, sqlDeleteGrantFenced)
+	prep(&st.leaderEpoch, b.wdb, sqlLeaderEpoch)
 	prep(&st.send, b.wdb, sqlSend)
 	prep(&st.queueTimeouts, b.wdb, sqlQueueTimeouts)
 	prep(&st.expire, b.wdb, sqlExpire)

@@ -1,0 +1,91 @@
+package local
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/rpdhq/rpd/backend"
+)
+
+var _ backend.LeaderStore = (*Backend)(nil)
+
+const leaderColumns = `holder, epoch, address, mode, config_hash, acquired_ns, renewed_ns, expires_ns`
+
+func scanLeader(row interface{ Scan(...any) error }) (backend.Leader, error) {
+	var l backend.Leader
+	var acquired, renewed, expires int64
+	err := row.Scan(&l.Holder, &l.Epoch, &l.Address, &l.Mode, &l.ConfigHash, &acquired, &renewed, &expires)
+	l.AcquiredAt, l.RenewedAt, l.ExpiresAt = fromNanos(acquired), fromNanos(renewed), fromNanos(expires)
+	return l, err
+}
+
+// AcquireLeader takes or renews the stack's leader lease in one BEGIN
+// IMMEDIATE transaction (see backend.LeaderStore).
+func (b *Backend) AcquireLeader(ctx context.Context, c backend.LeaderClaim) (backend.Leader, bool, error) {
+	if c.Holder == "" || c.Lease <= 0 {
+		return backend.Leader{}, false, fmt.Errorf("acquire the leader lease of stack %s: holder %q and lease %v must be set and positive", b.stack, c.Holder, c.Lease)
+	}
+	var out backend.Leader
+	var held bool
+	err := b.write(ctx, func(tx *sql.Tx) error {
+		cur, err := scanLeader(tx.QueryRowContext(ctx, `SELECT `+leaderColumns+` FROM leaders WHERE stack = ?`, b.stack))
+		if errors.Is(err, sql.ErrNoRows) {
+			cur = backend.Leader{}
+		} else if err != nil {
+			return err
+		}
+		next, ok := backend.NextLeader(cur, c, b.now().UTC())
+		if !ok {
+			out = cur
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO leaders (stack, `+leaderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			b.stack, next.Holder, next.Epoch, next.Address, next.Mode, next.ConfigHash, nanos(next.AcquiredAt), nanos(next.RenewedAt), nanos(next.ExpiresAt))
+		out, held = next, true
+		return err
+	})
+	if err != nil {
+		return backend.Leader{}, false, fmt.Errorf("acquire the leader lease of stack %s in %s: %w", b.stack, b.path, err)
+	}
+	return out, held, nil
+}
+
+// ReleaseLeader gives the lease up when holder holds it under epoch.
+func (b *Backend) ReleaseLeader(ctx context.Context, holder string, epoch int64) error {
+	_, err := b.wdb.ExecContext(ctx, `UPDATE leaders SET holder = '', expires_ns = 0 WHERE stack = ? AND holder = ? AND epoch = ?`, b.stack, holder, epoch)
+	if err != nil {
+		return fmt.Errorf("release the leader lease of stack %s in %s: %w", b.stack, b.path, err)
+	}
+	return nil
+}
+
+// ReadLeader returns the stack's leader record, the zero Leader if none.
+func (b *Backend) ReadLeader(ctx context.Context) (backend.Leader, error) {
+	l, err := scanLeader(b.rdb.QueryRowContext(ctx, `SELECT `+leaderColumns+` FROM leaders WHERE stack = ?`, b.stack))
+	if errors.Is(err, sql.ErrNoRows) {
+		return backend.Leader{}, nil
+	}
+	if err != nil {
+		return backend.Leader{}, fmt.Errorf("read the leader lease of stack %s from %s: %w", b.stack, b.path, err)
+	}
+	return l, nil
+}
+
+// fenced returns backend.ErrFenced, wrapped, when epoch is not the stack's
+// leader epoch: a conditional write changed nothing and must tell a
+// missing row from a stale writer.
+func (b *Backend) fenced(ctx context.Context, epoch int64, what string) error {
+	var cur int64
+	err := b.st.leaderEpoch.queryRow(ctx, b.stack).Scan(&cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		cur = 0
+	} else if err != nil {
+		return fmt.Errorf("%s of stack %s in %s: read the leader epoch: %w", what, b.stack, b.path, err)
+	}
+	if cur != epoch {
+		return fmt.Errorf("%s of stack %s in %s: written under leader epoch %d, the stack's is %d: %w", what, b.stack, b.path, epoch, cur, backend.ErrFenced)
+	}
+	return nil
+}
