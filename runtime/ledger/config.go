@@ -3,8 +3,15 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
+
+// MaxCount bounds every figure the ledger takes: Config.Max, a usage
+// figure, a request's or a restored claim's Count. No provider runs more VMs;
+// the bound keeps every sum the ledger forms far from overflowing, and a
+// figure above it is a broken source, refused like a negative one.
+const MaxCount = math.MaxInt32
 
 // GrantMode says when a waiting request may be granted.
 type GrantMode string
@@ -72,8 +79,8 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	switch {
-	case c.Max <= 0:
-		return fmt.Errorf("%w: max is %d; set it to the provider's VM limit (> 0)", ErrInvalidConfig, c.Max)
+	case c.Max <= 0 || c.Max > MaxCount:
+		return fmt.Errorf("%w: max is %d; set it to the provider's VM limit (1..%d)", ErrInvalidConfig, c.Max, MaxCount)
 	case c.ClaimTTL < 0, c.PollInterval < 0, c.StaleAfter < 0:
 		return fmt.Errorf("%w: durations must not be negative (claim_ttl %v, poll_interval %v, stale_after %v)",
 			ErrInvalidConfig, c.ClaimTTL, c.PollInterval, c.StaleAfter)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 )
@@ -290,11 +291,11 @@ func (l *Ledger) refusalLocked(now time.Time) error {
 // from a UsageSource; an operator's pushed figure goes here directly. A figure
 // not newer than the last accepted one is ignored and returns nil. Accepting a
 // figure retires confirmed claims confirmed strictly before at, then grants
-// waiting requests that fit, in FIFO order. A negative n is refused with an
-// error and changes nothing.
+// waiting requests that fit, in FIFO order. A figure outside 0..MaxCount is
+// refused with an error and changes nothing.
 func (l *Ledger) ObserveUsage(n int, at time.Time) error {
-	if n < 0 {
-		return fmt.Errorf("ledger: usage figure %d is negative; the source must report a count >= 0", n)
+	if n < 0 || n > MaxCount {
+		return fmt.Errorf("ledger: usage figure %d is out of range; the source must report a count in 0..%d", n, MaxCount)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -370,7 +371,7 @@ func (l *Ledger) Status() Status {
 		Grant:          l.cfg.Grant,
 		ProviderActive: l.providerActive,
 		LocalClaims:    l.local,
-		Effective:      l.providerActive + l.local,
+		Effective:      addSat(l.providerActive, l.local),
 		Queued:         l.waiters.Len(),
 		LastUsageAt:    l.lastUsageAt,
 		Stale:          l.staleLocked(now),
@@ -410,8 +411,27 @@ func (l *Ledger) staleLocked(now time.Time) bool {
 	return !l.haveUsage || now.Sub(l.lastUsageAt) > l.cfg.StaleAfter
 }
 
+// fitsLocked reports providerActive + local + count <= Max. It is written
+// as subtractions from Max so that no figure, however large, can wrap the
+// sum around and make a full ceiling look empty: every operand is >= 0 and
+// each difference is taken only when it cannot go below 0.
 func (l *Ledger) fitsLocked(count int) bool {
-	return l.providerActive+l.local+count <= l.cfg.Max
+	room := l.cfg.Max
+	for _, n := range [...]int{count, l.local, l.providerActive} {
+		if n > room {
+			return false
+		}
+		room -= n
+	}
+	return true
+}
+
+// addSat returns a + b for a, b >= 0, saturating at the largest int.
+func addSat(a, b int) int {
+	if a > math.MaxInt-b {
+		return math.MaxInt
+	}
+	return a + b
 }
 
 // grantLocked creates a counting claim. Callers have checked freshness and

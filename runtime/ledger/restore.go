@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -33,12 +34,12 @@ type RestoredClaim struct {
 // (which a client may still quote), start it at another ID with
 // WithFirstClaimID, as the daemon does.
 //
-// Restore fails with ErrInvalidRequest for a Count below 1, a zero ID or an
-// ID already in use, and with ErrClaimEnded for an unconfirmed claim whose
+// Restore fails with ErrInvalidRequest for a Count outside 1..MaxCount, a
+// zero ID or an ID already in use, and with ErrClaimEnded for an unconfirmed claim whose
 // ExpiresAt has passed (it would no longer count).
 func (l *Ledger) Restore(rc RestoredClaim) (*Claim, error) {
-	if rc.Count < 1 || rc.ID == 0 {
-		return nil, fmt.Errorf("%w: restore claim %s of %q: count %d (must be at least 1, with a non-zero ID)", ErrInvalidRequest, rc.ID, rc.WorkerID, rc.Count)
+	if rc.Count < 1 || rc.Count > MaxCount || rc.ID == 0 {
+		return nil, fmt.Errorf("%w: restore claim %s of %q: count %d (must be in 1..%d, with a non-zero ID)", ErrInvalidRequest, rc.ID, rc.WorkerID, rc.Count, MaxCount)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -49,6 +50,9 @@ func (l *Ledger) Restore(rc RestoredClaim) (*Claim, error) {
 	}
 	if l.claims[rc.ID] != nil {
 		return nil, fmt.Errorf("%w: restore claim %s: the ID is already in use", ErrInvalidRequest, rc.ID)
+	}
+	if l.local > math.MaxInt-rc.Count {
+		return nil, fmt.Errorf("%w: restore claim %s: %d VMs are already held by claims; no more can be counted", ErrInvalidRequest, rc.ID, l.local)
 	}
 	c := &Claim{
 		l:         l,
