@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,10 @@ const DefaultPool = "default_pool"
 
 // DefaultPoolSlots is the default pool's size unless Options says otherwise.
 const DefaultPoolSlots = 16
+
+// MaxSlots bounds a pool's slots (and so every request's and lease's). It
+// keeps the sums of held and queued slots far from overflowing an int.
+const MaxSlots = math.MaxInt32
 
 // DefaultStoreTimeout bounds the store calls that have no caller context:
 // the DeleteLease of (*Lease).Release and of lease expiry.
@@ -72,8 +77,8 @@ func NewManager(opts Options) (*Manager, error) {
 	if opts.DefaultPoolSlots == 0 {
 		opts.DefaultPoolSlots = DefaultPoolSlots
 	}
-	if opts.DefaultPoolSlots < 1 {
-		return nil, fmt.Errorf("pools: default pool slots %d: %w (use at least 1)", opts.DefaultPoolSlots, ErrInvalidPool)
+	if opts.DefaultPoolSlots < 1 || opts.DefaultPoolSlots > MaxSlots {
+		return nil, fmt.Errorf("pools: default pool slots %d: %w (use 1..%d)", opts.DefaultPoolSlots, ErrInvalidPool, MaxSlots)
 	}
 	if opts.StoreTimeout < 0 {
 		return nil, fmt.Errorf("pools: store timeout %v: %w (use 0 for the default)", opts.StoreTimeout, ErrInvalidPool)
@@ -106,7 +111,7 @@ func NewManager(opts Options) (*Manager, error) {
 // PoolConfig is the full configuration of one pool.
 type PoolConfig struct {
 	Name        string
-	Slots       int // total slots, at least 1
+	Slots       int // total slots, 1..MaxSlots
 	Description string
 	// MaxQueued caps waiting requests; a request beyond it fails at once
 	// with ErrQueueFull. 0 means unbounded.
@@ -121,8 +126,8 @@ func (c PoolConfig) validate() error {
 		return err
 	}
 	switch {
-	case c.Slots < 1:
-		return fmt.Errorf("pools: pool %q: slots %d: %w (use at least 1)", c.Name, c.Slots, ErrInvalidPool)
+	case c.Slots < 1 || c.Slots > MaxSlots:
+		return fmt.Errorf("pools: pool %q: slots %d: %w (use 1..%d)", c.Name, c.Slots, ErrInvalidPool, MaxSlots)
 	case c.MaxQueued < 0:
 		return fmt.Errorf("pools: pool %q: max queued %d: %w (use 0 for unbounded)", c.Name, c.MaxQueued, ErrInvalidPool)
 	case c.LeaseTTL < 0:
@@ -194,7 +199,8 @@ func (m *Manager) pool(name string) (*pool, error) {
 }
 
 // CreatePool creates a pool of slots slots. It fails with ErrPoolExists if
-// the name is taken and ErrInvalidPool for a bad name or slots < 1.
+// the name is taken and ErrInvalidPool for a bad name or slots outside
+// 1..MaxSlots.
 func (m *Manager) CreatePool(name string, slots int, description string) error {
 	return m.configure(PoolConfig{Name: name, Slots: slots, Description: description}, true)
 }
@@ -217,8 +223,8 @@ func (m *Manager) UpdatePool(name string, slots int) error {
 	if err != nil {
 		return err
 	}
-	if slots < 1 {
-		return fmt.Errorf("pools: pool %q: slots %d: %w (use at least 1)", p.name, slots, ErrInvalidPool)
+	if slots < 1 || slots > MaxSlots {
+		return fmt.Errorf("pools: pool %q: slots %d: %w (use 1..%d)", p.name, slots, ErrInvalidPool, MaxSlots)
 	}
 	p.mu.Lock()
 	if p.deleted {

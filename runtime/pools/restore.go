@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"fmt"
+	"math"
 )
 
 // RestoreReport says what Restore did with each stored record.
@@ -43,7 +44,7 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 	}
 	now := m.clock.Now()
 	for _, rec := range recs {
-		if rec.LeaseID == "" || rec.Slots < 1 {
+		if rec.LeaseID == "" || rec.Slots < 1 || rec.Slots > MaxSlots {
 			rep.Orphaned = append(rep.Orphaned, rec.LeaseID)
 			m.log.Warn("pools: ignoring malformed lease record", "lease", rec.LeaseID, "pool", rec.Pool, "slots", rec.Slots)
 			continue
@@ -74,7 +75,8 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 		x := &leaseExt{id: rec.LeaseID, grantedAt: rec.GrantedAt, expiresAt: rec.ExpiresAt}
 		l := &Lease{p: p, taskID: rec.TaskID, priority: rec.Priority, slots: rec.Slots, index: -1, ext: x}
 		p.mu.Lock()
-		if p.deleted {
+		if p.deleted || p.used > math.MaxInt-rec.Slots {
+			// (No pool can count more held slots than an int holds.)
 			p.mu.Unlock()
 			rep.Orphaned = append(rep.Orphaned, rec.LeaseID)
 			continue
