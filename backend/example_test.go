@@ -5,13 +5,12 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 func ExampleNormalizeQueueAttributes() {
-	attrs, err := backend.NormalizeQueueAttributes(reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second})
+	attrs, err := backend.NormalizeQueueAttributes(backend.QueueAttributes{VisibilityTimeout: 30 * time.Second})
 	fmt.Println(attrs.Retention, err)
-	_, err = backend.NormalizeQueueAttributes(reconcile.QueueAttributes{Retention: 10 * time.Second})
+	_, err = backend.NormalizeQueueAttributes(backend.QueueAttributes{Retention: 10 * time.Second})
 	fmt.Println(err)
 	// Output:
 	// 96h0m0s <nil>

@@ -4,14 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/rpdhq/rpd/reconcile"
 )
-
-// ErrLockNotHeld: Renew, Unlock or ForceUnlock named a lock ID that does not
-// hold the stack's lock (it was released, forced, or taken over after its
-// lease expired).
-var ErrLockNotHeld = errors.New("the state lock is not held under this ID")
 
 // Limits shared by both backends; they are SQS's.
 const (
@@ -44,7 +37,7 @@ func ValidateQueueName(name string) error {
 // NormalizeQueueAttributes validates attrs and returns them with defaults
 // filled in: a zero Retention means DefaultRetention. Durations must be whole
 // seconds, because SQS counts in seconds.
-func NormalizeQueueAttributes(attrs reconcile.QueueAttributes) (reconcile.QueueAttributes, error) {
+func NormalizeQueueAttributes(attrs QueueAttributes) (QueueAttributes, error) {
 	if attrs.Retention == 0 {
 		attrs.Retention = DefaultRetention
 	}
@@ -131,7 +124,3 @@ func ValidateBatch(handles []string) error {
 	}
 	return nil
 }
-
-// ErrTableMissing: a DynamoDB table the aws backend needs does not exist.
-// Planning never creates tables; `rpd apply` (aws.Backend.EnsureTables) does.
-var ErrTableMissing = errors.New("backend table does not exist; run `rpd apply` to create the backend tables")

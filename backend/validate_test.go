@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 func TestValidateQueueName(t *testing.T) {
@@ -31,17 +30,17 @@ func TestValidateQueueName(t *testing.T) {
 }
 
 func TestNormalizeQueueAttributes(t *testing.T) {
-	got, err := backend.NormalizeQueueAttributes(reconcile.QueueAttributes{VisibilityTimeout: time.Minute})
+	got, err := backend.NormalizeQueueAttributes(backend.QueueAttributes{VisibilityTimeout: time.Minute})
 	if err != nil || got.Retention != backend.DefaultRetention || got.Tags == nil {
 		t.Errorf("defaults: %+v, %v; want retention %v and a non-nil tag map", got, err, backend.DefaultRetention)
 	}
 	tags := map[string]string{"a": "1"}
-	got, _ = backend.NormalizeQueueAttributes(reconcile.QueueAttributes{Tags: tags})
+	got, _ = backend.NormalizeQueueAttributes(backend.QueueAttributes{Tags: tags})
 	got.Tags["b"] = "2"
 	if len(tags) != 1 {
 		t.Errorf("NormalizeQueueAttributes shares the caller's tag map")
 	}
-	for _, bad := range []reconcile.QueueAttributes{
+	for _, bad := range []backend.QueueAttributes{
 		{VisibilityTimeout: -time.Second},
 		{VisibilityTimeout: 12*time.Hour + time.Second},
 		{VisibilityTimeout: 500 * time.Millisecond},

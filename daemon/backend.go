@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
@@ -18,10 +18,10 @@ import (
 type backendHandle struct {
 	kind      string
 	path      string // the local backend's file; "" otherwise
-	state     reconcile.StateStore
-	locker    reconcile.Locker
-	admin     reconcile.QueueAdmin
-	tables    reconcile.TableAdmin // aws only
+	state     backend.StateStore
+	locker    backend.Locker
+	admin     backend.QueueAdmin
+	tables    backend.TableAdmin // aws only
 	poolStore pools.Store
 	grants    grantStore
 	queue     func(name string) pickup.Queue

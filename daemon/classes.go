@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/spec"
@@ -89,7 +90,7 @@ func (c *components) prepareClasses(cfg *spec.Config) (classPlan, error) {
 	return cp, errors.Join(errs...)
 }
 
-func queueDepth(admin reconcile.QueueAdmin, name string) func(ctx context.Context) (int, error) {
+func queueDepth(admin backend.QueueAdmin, name string) func(ctx context.Context) (int, error) {
 	return func(ctx context.Context) (int, error) {
 		info, err := admin.DescribeQueue(ctx, name)
 		if err != nil {

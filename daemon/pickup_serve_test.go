@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -179,7 +180,7 @@ func TestRemovingANonEmptyQueueIsRefused(t *testing.T) {
 
 // flakyState fails ReadState while fail is set.
 type flakyState struct {
-	reconcile.StateStore
+	backend.StateStore
 	fail atomic.Bool
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -99,7 +100,7 @@ type ApplyResult struct {
 	// StateVersion is the version of the runtime document after Apply.
 	StateVersion int64
 	// Lock is the lock Apply held.
-	Lock LockInfo
+	Lock backend.LockInfo
 	// Started is false when Apply ended before changing anything (the lock
 	// was held, the plan was stale…): every result is then Skipped, and no
 	// event was reported for them.
@@ -490,7 +491,7 @@ func (a *applier) run(ctx context.Context) error {
 		}
 		a.parallel(ctx, func(c ResourceChange) bool { return retireSet[c.Address] }, func(ctx context.Context, c ResourceChange) error {
 			name := doc.Queues[c.Address.Name].Name
-			if err := a.live.Queues.DeleteQueue(ctx, name); err != nil && !errors.Is(err, ErrQueueNotFound) {
+			if err := a.live.Queues.DeleteQueue(ctx, name); err != nil && !errors.Is(err, backend.ErrQueueNotFound) {
 				return fmt.Errorf("delete queue %s: %w", name, err)
 			}
 			return nil
@@ -536,7 +537,7 @@ func (a *applier) settleCreating(ctx context.Context, doc *RuntimeDoc, creating 
 		case creating[name] != "":
 			if r := a.result(Address{TypeQueue, class}); r != nil && r.Status == Failed {
 				_, err := a.live.Queues.DescribeQueue(ctx, name)
-				keep = !errors.Is(err, ErrQueueNotFound)
+				keep = !errors.Is(err, backend.ErrQueueNotFound)
 			}
 		default:
 			fp, seen := a.plan.Fingerprints["queue "+name]
@@ -654,7 +655,7 @@ func (a *applier) liveName(c ResourceChange, cur *RuntimeDoc) string {
 
 // preflightGuards evaluates every guard of the plan up front, changing
 // nothing, and returns the refusals joined (each wrapping ErrGuard).
-func (a *applier) preflightGuards(ctx context.Context, cur *RuntimeDoc, infos map[string]*QueueInfo) error {
+func (a *applier) preflightGuards(ctx context.Context, cur *RuntimeDoc, infos map[string]*backend.QueueInfo) error {
 	var errs []error
 	var held map[string]int
 	for _, c := range a.plan.Changes {
@@ -690,7 +691,7 @@ func (a *applier) guardPool(ctx context.Context, c ResourceChange, cur *RuntimeD
 	return nil
 }
 
-func (a *applier) guardQueue(c ResourceChange, info *QueueInfo, cur *RuntimeDoc) error {
+func (a *applier) guardQueue(c ResourceChange, info *backend.QueueInfo, cur *RuntimeDoc) error {
 	if info == nil || a.opts.AllowDestroyNonEmpty {
 		return nil
 	}
@@ -708,7 +709,7 @@ func (a *applier) guardQueue(c ResourceChange, info *QueueInfo, cur *RuntimeDoc)
 	return fmt.Errorf("queue %s holds %d messages (idle runners); %s it would discard them: re-run apply with -allow-destroy-nonempty, or set allow_destroy = true on runner_class %q: %w", info.Name, n, verbing(c.Action), class, ErrGuard)
 }
 
-func (a *applier) applyQueue(ctx context.Context, c ResourceChange, infos map[string]*QueueInfo) error {
+func (a *applier) applyQueue(ctx context.Context, c ResourceChange, infos map[string]*backend.QueueInfo) error {
 	des := a.plan.Desired.Queues[c.Address.Name]
 	attrs := des.Attributes(a.plan.Stack)
 	switch c.Action {
@@ -722,13 +723,13 @@ func (a *applier) applyQueue(ctx context.Context, c ResourceChange, infos map[st
 		if err := a.guardQueue(c, infos[old], &RuntimeDoc{}); err != nil {
 			return err
 		}
-		if err := a.live.Queues.DeleteQueue(ctx, old); err != nil && !errors.Is(err, ErrQueueNotFound) {
+		if err := a.live.Queues.DeleteQueue(ctx, old); err != nil && !errors.Is(err, backend.ErrQueueNotFound) {
 			return fmt.Errorf("replace queue: delete %s: %w", old, err)
 		}
 	}
 	if err := a.live.Queues.CreateQueue(ctx, des.Name, attrs); err != nil {
 		// An earlier, interrupted apply may have created it already.
-		if info, derr := a.live.Queues.DescribeQueue(ctx, des.Name); derr == nil && info.Attributes.Tags[StackTag] == a.plan.Stack {
+		if info, derr := a.live.Queues.DescribeQueue(ctx, des.Name); derr == nil && info.Attributes.Tags[backend.StackTag] == a.plan.Stack {
 			if uerr := a.live.Queues.UpdateQueue(ctx, des.Name, attrs); uerr == nil {
 				return nil
 			}
@@ -771,7 +772,7 @@ func (a *applier) writeDoc(ctx context.Context, prev, next *RuntimeDoc, version 
 	}
 	v, err := a.live.State.WriteState(ctx, nb, version)
 	if err != nil {
-		if errors.Is(err, ErrVersionConflict) {
+		if errors.Is(err, backend.ErrVersionConflict) {
 			err = fmt.Errorf("%w: the runtime document changed while applying (%w); run rpd plan again", ErrStalePlan, err)
 		} else {
 			err = fmt.Errorf("write the runtime document: %w", err)
@@ -795,7 +796,7 @@ func (a *applier) writeDoc(ctx context.Context, prev, next *RuntimeDoc, version 
 
 type freshState struct {
 	doc   *RuntimeDoc
-	infos map[string]*QueueInfo
+	infos map[string]*backend.QueueInfo
 }
 
 // checkFresh refreshes everything the plan saw and refuses a stale plan.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -78,12 +79,12 @@ func (c *fakeClock) stepWhen(t *testing.T, n int, d time.Duration) {
 
 // slowCreate holds every CreateQueue until release is closed.
 type slowCreate struct {
-	QueueAdmin
+	backend.QueueAdmin
 	entered chan string
 	release chan struct{}
 }
 
-func (s slowCreate) CreateQueue(ctx context.Context, name string, attrs QueueAttributes) error {
+func (s slowCreate) CreateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	s.entered <- name
 	<-s.release
 	return s.QueueAdmin.CreateQueue(ctx, name, attrs)

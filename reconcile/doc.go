@@ -18,8 +18,8 @@
 // DecodePlan read and write saved plans.
 //
 // This package never prints and never opens a backend: rendering lives in
-// cmd/rpd's views, and backends implement the interfaces of backend.go and
-// live.go. Only objects tagged with the stack (StackTag) are managed; an
+// cmd/rpd's views, and backends implement the interfaces of package backend
+// (QueueAdmin, StateStore, Locker, TableAdmin) that Live holds. Only objects tagged with the stack (StackTag) are managed; an
 // untagged object of the same name is an error, never adopted.
 //
 // Start reading at plan.go (Plan, MakePlan), then apply.go (Apply) and

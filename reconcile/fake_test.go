@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rpdhq/rpd/backend"
 )
 
 // fakeBackend is an in-memory QueueAdmin, StateStore and Locker with fault
@@ -15,10 +17,10 @@ import (
 // cmd/rpd use the real backends.
 type fakeBackend struct {
 	mu      sync.Mutex
-	queues  map[string]*QueueInfo
+	queues  map[string]*backend.QueueInfo
 	doc     []byte
 	version int64
-	lock    *LockInfo
+	lock    *backend.LockInfo
 	now     func() time.Time
 	calls   []string
 	// fail, when set, is consulted before every call ("CreateQueue q1",
@@ -27,7 +29,7 @@ type fakeBackend struct {
 }
 
 func newFakeBackend() *fakeBackend {
-	return &fakeBackend{queues: map[string]*QueueInfo{}, now: time.Now}
+	return &fakeBackend{queues: map[string]*backend.QueueInfo{}, now: time.Now}
 }
 
 func (f *fakeBackend) enter(call string) error {
@@ -38,7 +40,7 @@ func (f *fakeBackend) enter(call string) error {
 	return nil
 }
 
-func (f *fakeBackend) CreateQueue(ctx context.Context, name string, attrs QueueAttributes) error {
+func (f *fakeBackend) CreateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("CreateQueue " + name); err != nil {
@@ -51,11 +53,11 @@ func (f *fakeBackend) CreateQueue(ctx context.Context, name string, attrs QueueA
 		return nil
 	}
 	attrs.Tags = maps.Clone(attrs.Tags)
-	f.queues[name] = &QueueInfo{Name: name, URL: "fake://" + name, Attributes: attrs}
+	f.queues[name] = &backend.QueueInfo{Name: name, URL: "fake://" + name, Attributes: attrs}
 	return nil
 }
 
-func (f *fakeBackend) UpdateQueue(ctx context.Context, name string, attrs QueueAttributes) error {
+func (f *fakeBackend) UpdateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("UpdateQueue " + name); err != nil {
@@ -63,7 +65,7 @@ func (f *fakeBackend) UpdateQueue(ctx context.Context, name string, attrs QueueA
 	}
 	q, ok := f.queues[name]
 	if !ok {
-		return fmt.Errorf("update %s: %w", name, ErrQueueNotFound)
+		return fmt.Errorf("update %s: %w", name, backend.ErrQueueNotFound)
 	}
 	tags := q.Attributes.Tags
 	if tags == nil {
@@ -82,21 +84,21 @@ func (f *fakeBackend) DeleteQueue(ctx context.Context, name string) error {
 		return err
 	}
 	if _, ok := f.queues[name]; !ok {
-		return fmt.Errorf("delete %s: %w", name, ErrQueueNotFound)
+		return fmt.Errorf("delete %s: %w", name, backend.ErrQueueNotFound)
 	}
 	delete(f.queues, name)
 	return nil
 }
 
-func (f *fakeBackend) DescribeQueue(ctx context.Context, name string) (QueueInfo, error) {
+func (f *fakeBackend) DescribeQueue(ctx context.Context, name string) (backend.QueueInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("DescribeQueue " + name); err != nil {
-		return QueueInfo{}, err
+		return backend.QueueInfo{}, err
 	}
 	q, ok := f.queues[name]
 	if !ok {
-		return QueueInfo{}, fmt.Errorf("describe %s: %w", name, ErrQueueNotFound)
+		return backend.QueueInfo{}, fmt.Errorf("describe %s: %w", name, backend.ErrQueueNotFound)
 	}
 	c := *q
 	c.Attributes.Tags = maps.Clone(q.Attributes.Tags)
@@ -135,22 +137,22 @@ func (f *fakeBackend) WriteState(ctx context.Context, doc []byte, expect int64) 
 		return 0, err
 	}
 	if expect != f.version {
-		return 0, fmt.Errorf("write state (expected %d, have %d): %w", expect, f.version, ErrVersionConflict)
+		return 0, fmt.Errorf("write state (expected %d, have %d): %w", expect, f.version, backend.ErrVersionConflict)
 	}
 	f.doc = slices.Clone(doc)
 	f.version++
 	return f.version, nil
 }
 
-func (f *fakeBackend) Lock(ctx context.Context, info LockInfo, ttl time.Duration) (LockInfo, error) {
+func (f *fakeBackend) Lock(ctx context.Context, info backend.LockInfo, ttl time.Duration) (backend.LockInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Lock"); err != nil {
-		return LockInfo{}, err
+		return backend.LockInfo{}, err
 	}
 	now := f.now()
 	if f.lock != nil && f.lock.Expires.After(now) {
-		return LockInfo{}, &LockedError{Holder: *f.lock}
+		return backend.LockInfo{}, &backend.LockedError{Holder: *f.lock}
 	}
 	info.Expires = now.Add(ttl)
 	f.lock = &info

@@ -2,20 +2,22 @@ package reconcile
 
 import (
 	"context"
+
+	"github.com/rpdhq/rpd/backend"
 )
 
 // Live is everything Plan and Apply read and change. Queues, State and Lock
 // come from the backend; the rest is optional and only makes the plan's
 // live-impact warnings and guards more precise.
 type Live struct {
-	Queues QueueAdmin
-	State  StateStore
-	Lock   Locker // needed by Apply only
+	Queues backend.QueueAdmin
+	State  backend.StateStore
+	Lock   backend.Locker // needed by Apply only
 
 	// Tables, when set (the aws backend), adds the table.* resources: plan
 	// shows the tables that are missing and apply creates them before it
 	// takes the lock (the lock lives in one of them).
-	Tables TableAdmin
+	Tables backend.TableAdmin
 	// Held, when set, tells how many slots each pool's holders hold; plan
 	// warns about shrinking below it and apply refuses to delete a pool
 	// with holders.
@@ -23,24 +25,6 @@ type Live struct {
 	// Budgets, when set, tells what each budget has in use; plan warns
 	// about lowering a budget below it.
 	Budgets BudgetUsageReader
-}
-
-// TableAdmin manages the tables an aws stack keeps its instances, state and
-// lock in.
-type TableAdmin interface {
-	// Tables reports each of the stack's tables and whether it exists.
-	// It never creates anything.
-	Tables(ctx context.Context) ([]TableInfo, error)
-	// EnsureTables creates the missing tables and waits until they are
-	// usable; it is idempotent.
-	EnsureTables(ctx context.Context) error
-}
-
-// TableInfo is one of the stack's tables.
-type TableInfo struct {
-	Resource string // resource name: "instances" or "state"
-	Name     string // the table's name in the backend
-	Exists   bool
 }
 
 // HeldSlotsReader reports the slots currently held per pool name.

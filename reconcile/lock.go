@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/rpdhq/rpd/backend"
 )
 
 // lockRetryInterval is how long Apply waits between attempts to take a
@@ -26,7 +28,7 @@ func newID() string {
 // acquireLock takes the state lock, retrying while another holder has it
 // until timeout has passed. The returned error, when the lock stayed held,
 // wraps the *LockedError with the holder's info.
-func acquireLock(ctx context.Context, l Locker, info LockInfo, ttl, timeout time.Duration, clock Clock) (LockInfo, error) {
+func acquireLock(ctx context.Context, l backend.Locker, info backend.LockInfo, ttl, timeout time.Duration, clock Clock) (backend.LockInfo, error) {
 	deadline := clock.Now().Add(timeout)
 	for {
 		info.Created = clock.Now()
@@ -38,20 +40,20 @@ func acquireLock(ctx context.Context, l Locker, info LockInfo, ttl, timeout time
 			}
 			return got, nil
 		}
-		var locked *LockedError
+		var locked *backend.LockedError
 		if !errors.As(err, &locked) {
-			return LockInfo{}, fmt.Errorf("acquire the state lock: %w", err)
+			return backend.LockInfo{}, fmt.Errorf("acquire the state lock: %w", err)
 		}
 		left := deadline.Sub(clock.Now())
 		if left <= 0 {
 			if timeout > 0 {
-				return LockInfo{}, fmt.Errorf("acquire the state lock (gave up after -lock-timeout=%s): %w", timeout, err)
+				return backend.LockInfo{}, fmt.Errorf("acquire the state lock (gave up after -lock-timeout=%s): %w", timeout, err)
 			}
-			return LockInfo{}, fmt.Errorf("acquire the state lock (use -lock-timeout to wait for it): %w", err)
+			return backend.LockInfo{}, fmt.Errorf("acquire the state lock (use -lock-timeout to wait for it): %w", err)
 		}
 		select {
 		case <-ctx.Done():
-			return LockInfo{}, fmt.Errorf("acquire the state lock: %w", ctx.Err())
+			return backend.LockInfo{}, fmt.Errorf("acquire the state lock: %w", ctx.Err())
 		case <-clock.After(min(left, lockRetryInterval)):
 		}
 	}
@@ -76,8 +78,8 @@ type LockOptions struct {
 // shows cannot go stale while it waits for "yes"; Apply takes one itself
 // when not given one.
 type HeldLock struct {
-	info   LockInfo
-	locker Locker
+	info   backend.LockInfo
+	locker backend.Locker
 	lost   chan error // receives once if a renewal fails
 	stop   chan struct{}
 	done   chan struct{}
@@ -100,7 +102,7 @@ func LockState(ctx context.Context, live Live, opts LockOptions) (*HeldLock, err
 	if live.Lock == nil {
 		return nil, errors.New("the backend has no state lock")
 	}
-	info, err := acquireLock(ctx, live.Lock, LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.TTL, opts.Timeout, opts.Clock)
+	info, err := acquireLock(ctx, live.Lock, backend.LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.TTL, opts.Timeout, opts.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +112,7 @@ func LockState(ctx context.Context, live Live, opts LockOptions) (*HeldLock, err
 }
 
 // Info is the lock as stored.
-func (h *HeldLock) Info() LockInfo { return h.info }
+func (h *HeldLock) Info() backend.LockInfo { return h.info }
 
 // Lost receives an error once if renewing the lease failed: someone else
 // may hold the lock now, and nothing more should be changed under it.

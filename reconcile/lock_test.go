@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/backend"
 )
 
 func TestHeldLockRenewsAndReleasesOnce(t *testing.T) {
@@ -40,7 +42,7 @@ func TestHeldLockRenewsAndReleasesOnce(t *testing.T) {
 	}
 	// A second taker fails with the holder's info.
 	_, err = LockState(ctx, f.live(), LockOptions{Who: "x@y", Clock: clock})
-	var le *LockedError
+	var le *backend.LockedError
 	if !errors.As(err, &le) || le.Holder.Who != "a@b" {
 		t.Fatalf("second LockState: %v", err)
 	}
@@ -85,13 +87,13 @@ func TestHeldLockReleaseReportsFailure(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := LockState(context.Background(), Live{}, LockOptions{}); err == nil {
-		t.Fatal("LockState without a Locker succeeded")
+		t.Fatal("LockState without a backend.Locker succeeded")
 	}
 }
 
 // hangingRenew is a Locker whose Renew blocks until its context ends, as a
 // call on a stuck connection would.
-type hangingRenew struct{ Locker }
+type hangingRenew struct{ backend.Locker }
 
 func (hangingRenew) Renew(ctx context.Context, _ string, _ time.Duration) error {
 	<-ctx.Done()

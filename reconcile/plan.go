@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -301,7 +302,7 @@ func compareAddr(a, b Address) int {
 
 // readDoc reads and decodes the runtime document; an empty store is an
 // empty document.
-func readDoc(ctx context.Context, st StateStore, stack string) (*RuntimeDoc, int64, error) {
+func readDoc(ctx context.Context, st backend.StateStore, stack string) (*RuntimeDoc, int64, error) {
 	b, version, err := st.ReadState(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read state: %w", err)
@@ -323,14 +324,14 @@ func readDoc(ctx context.Context, st StateStore, stack string) (*RuntimeDoc, int
 // info: absent) and the stack-tagged queues that exist without being
 // recorded (found by the default name prefix, or in RuntimeDoc.Creating).
 type refreshed struct {
-	byName  map[string]*QueueInfo
+	byName  map[string]*backend.QueueInfo
 	orphans map[string]string // class key -> queue name
 	// strays are stack-tagged queues that are not recorded and whose class
 	// already has another live queue: rpd leaves them alone and warns.
 	strays []string
 }
 
-func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cur *RuntimeDoc, parallelism int) (*refreshed, error) {
+func refreshQueues(ctx context.Context, qa backend.QueueAdmin, stack string, desired, cur *RuntimeDoc, parallelism int) (*refreshed, error) {
 	known := map[string]bool{}
 	for _, q := range desired.Queues {
 		known[q.Name] = true
@@ -365,7 +366,7 @@ func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cu
 	r := &refreshed{byName: byName, orphans: map[string]string{}}
 	for _, n := range slices.Sorted(maps.Keys(candidates)) {
 		info := byName[n]
-		if info == nil || info.Attributes.Tags[StackTag] != stack {
+		if info == nil || info.Attributes.Tags[backend.StackTag] != stack {
 			if _, creating := cur.Creating[n]; !creating || info != nil {
 				delete(byName, n) // not ours: never touched, never fingerprinted
 			}
@@ -389,15 +390,15 @@ func refreshQueues(ctx context.Context, qa QueueAdmin, stack string, desired, cu
 
 // describeAll describes names with bounded parallelism; a missing queue
 // maps to nil.
-func describeAll(ctx context.Context, qa QueueAdmin, names []string, parallelism int) (map[string]*QueueInfo, error) {
-	out := make([]*QueueInfo, len(names))
+func describeAll(ctx context.Context, qa backend.QueueAdmin, names []string, parallelism int) (map[string]*backend.QueueInfo, error) {
+	out := make([]*backend.QueueInfo, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelism)
 	for i, n := range names {
 		g.Go(func() error {
 			info, err := qa.DescribeQueue(gctx, n)
 			switch {
-			case errors.Is(err, ErrQueueNotFound):
+			case errors.Is(err, backend.ErrQueueNotFound):
 				return nil
 			case err != nil:
 				return fmt.Errorf("refresh queue %q: %w", n, err)
@@ -409,7 +410,7 @@ func describeAll(ctx context.Context, qa QueueAdmin, names []string, parallelism
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	m := make(map[string]*QueueInfo, len(names))
+	m := make(map[string]*backend.QueueInfo, len(names))
 	for i, n := range names {
 		m[n] = out[i]
 	}
@@ -423,8 +424,8 @@ func checkManaged(stack string, r *refreshed) error {
 		if info == nil {
 			continue
 		}
-		if owner := info.Attributes.Tags[StackTag]; owner != stack {
-			who := "has no " + StackTag + " tag"
+		if owner := info.Attributes.Tags[backend.StackTag]; owner != stack {
+			who := "has no " + backend.StackTag + " tag"
 			if owner != "" {
 				who = "belongs to rpd stack " + owner
 			}
@@ -436,17 +437,17 @@ func checkManaged(stack string, r *refreshed) error {
 
 // fingerprint hashes the attributes rpd manages (not the message counts,
 // which change all the time).
-func fingerprint(info *QueueInfo) string {
+func fingerprint(info *backend.QueueInfo) string {
 	if info == nil {
 		return "absent"
 	}
 	h := sha256.New()
 	a := info.Attributes
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%s", info.Name, a.VisibilityTimeout, a.Retention, a.Delay, a.Tags[StackTag])
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00%d\x00%s", info.Name, a.VisibilityTimeout, a.Retention, a.Delay, a.Tags[backend.StackTag])
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
 
-func liveQueueEntry(info *QueueInfo) QueueEntry {
+func liveQueueEntry(info *backend.QueueInfo) QueueEntry {
 	return QueueEntry{
 		Name:              info.Name,
 		VisibilityTimeout: Duration(info.Attributes.VisibilityTimeout),
@@ -455,8 +456,8 @@ func liveQueueEntry(info *QueueInfo) QueueEntry {
 	}
 }
 
-func liveQueueValues(info *QueueInfo, stack string) Values {
-	return liveQueueEntry(info).values(info.Attributes.Tags[StackTag])
+func liveQueueValues(info *backend.QueueInfo, stack string) Values {
+	return liveQueueEntry(info).values(info.Attributes.Tags[backend.StackTag])
 }
 
 // planQueues decides each queue's change and records drift. A queue is
@@ -478,7 +479,7 @@ func (p *Plan) planQueues(cur *RuntimeDoc, r *refreshed) {
 		addr := Address{TypeQueue, k}
 		des, hasDes := p.Desired.Queues[k]
 		rec, hasRec := cur.Queues[k]
-		var recInfo *QueueInfo
+		var recInfo *backend.QueueInfo
 		if hasRec {
 			recInfo = r.byName[rec.Name]
 		}
@@ -527,7 +528,7 @@ func (p *Plan) planQueues(cur *RuntimeDoc, r *refreshed) {
 	}
 }
 
-func (p *Plan) driftQueue(addr Address, rec QueueEntry, info *QueueInfo) {
+func (p *Plan) driftQueue(addr Address, rec QueueEntry, info *backend.QueueInfo) {
 	applied := rec.values(p.Stack)
 	if info == nil {
 		p.Drift = append(p.Drift, Drift{Address: addr, Before: applied})

@@ -12,6 +12,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -51,7 +52,7 @@ func TestPropertyApplyConverges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		f := newFakeBackend()
-		f.queues["prop-rp-zz"] = &QueueInfo{Name: "prop-rp-zz", Attributes: QueueAttributes{Tags: map[string]string{}}}
+		f.queues["prop-rp-zz"] = &backend.QueueInfo{Name: "prop-rp-zz", Attributes: backend.QueueAttributes{Tags: map[string]string{}}}
 		steps := rapid.IntRange(1, 4).Draw(t, "steps")
 		var cfg *spec.Config
 		for i := range steps {
@@ -138,7 +139,7 @@ func TestConcurrentAppliesSerialize(t *testing.T) {
 		wg.Wait()
 		winners := 0
 		for i, err := range errs {
-			var locked *LockedError
+			var locked *backend.LockedError
 			switch {
 			case err == nil:
 				winners++

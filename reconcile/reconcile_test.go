@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -226,9 +227,9 @@ func TestUnmanagedQueueIsAnError(t *testing.T) {
 			f := newFakeBackend()
 			tags := map[string]string{}
 			if tc.tag != "" {
-				tags[StackTag] = tc.tag
+				tags[backend.StackTag] = tc.tag
 			}
-			f.queues["ci-rp-medium"] = &QueueInfo{Name: "ci-rp-medium", Attributes: QueueAttributes{Tags: tags}}
+			f.queues["ci-rp-medium"] = &backend.QueueInfo{Name: "ci-rp-medium", Attributes: backend.QueueAttributes{Tags: tags}}
 			_, err := MakePlan(context.Background(), testConfig("ci"), f.live(), PlanOptions{})
 			if !errors.Is(err, ErrNotManaged) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want %q", err, tc.want)
@@ -239,7 +240,7 @@ func TestUnmanagedQueueIsAnError(t *testing.T) {
 
 func TestUntaggedQueueWithStackPrefixIsLeftAlone(t *testing.T) {
 	f := newFakeBackend()
-	f.queues["ci-rp-stranger"] = &QueueInfo{Name: "ci-rp-stranger", Attributes: QueueAttributes{Tags: map[string]string{}}}
+	f.queues["ci-rp-stranger"] = &backend.QueueInfo{Name: "ci-rp-stranger", Attributes: backend.QueueAttributes{Tags: map[string]string{}}}
 	mustApply(t, testConfig("ci"), f)
 	if !slices.Contains(f.queueNames(), "ci-rp-stranger") {
 		t.Fatal("an untagged queue was deleted")
@@ -248,7 +249,7 @@ func TestUntaggedQueueWithStackPrefixIsLeftAlone(t *testing.T) {
 
 func TestOrphanTaggedQueueIsDeleted(t *testing.T) {
 	f := newFakeBackend()
-	f.queues["ci-rp-old"] = &QueueInfo{Name: "ci-rp-old", Attributes: QueueAttributes{Tags: map[string]string{StackTag: "ci"}}}
+	f.queues["ci-rp-old"] = &backend.QueueInfo{Name: "ci-rp-old", Attributes: backend.QueueAttributes{Tags: map[string]string{backend.StackTag: "ci"}}}
 	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
 	if !slices.Contains(changed(p), "- queue.old") {
 		t.Fatalf("changes = %q, want - queue.old", changed(p))
@@ -319,7 +320,7 @@ func TestStalePlanIsRefused(t *testing.T) {
 			f.queues["ci-rp-medium"].Attributes.Delay = time.Second
 		}},
 		{"queue appeared", func(f *fakeBackend, cfg *spec.Config) {
-			f.queues["ci-rp-new"] = &QueueInfo{Name: "ci-rp-new", Attributes: QueueAttributes{Tags: map[string]string{StackTag: "ci"}}}
+			f.queues["ci-rp-new"] = &backend.QueueInfo{Name: "ci-rp-new", Attributes: backend.QueueAttributes{Tags: map[string]string{backend.StackTag: "ci"}}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,7 +354,7 @@ func TestStalePlanIsRefused(t *testing.T) {
 
 func TestApplyWaitsForLockThenFails(t *testing.T) {
 	f := newFakeBackend()
-	holder := LockInfo{ID: "abc123", Who: "bob@ci-7", Operation: "apply", Created: time.Now()}
+	holder := backend.LockInfo{ID: "abc123", Who: "bob@ci-7", Operation: "apply", Created: time.Now()}
 	if _, err := f.Lock(context.Background(), holder, time.Hour); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestApplyWaitsForLockThenFails(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("apply did not give up on the lock")
 	}
-	var le *LockedError
+	var le *backend.LockedError
 	if !errors.As(err, &le) || le.Holder.Who != "bob@ci-7" || !strings.Contains(err.Error(), "-lock-timeout=2s") || !strings.Contains(err.Error(), "rpd force-unlock abc123") {
 		t.Fatalf("err = %v", err)
 	}
@@ -385,7 +386,7 @@ func TestApplyWaitsForLockThenFails(t *testing.T) {
 
 func TestApplyWaitsForLockThenSucceeds(t *testing.T) {
 	f := newFakeBackend()
-	if _, err := f.Lock(context.Background(), LockInfo{ID: "other", Who: "bob@x"}, time.Hour); err != nil {
+	if _, err := f.Lock(context.Background(), backend.LockInfo{ID: "other", Who: "bob@x"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
@@ -748,7 +749,7 @@ func TestInterruptedDeleteResumes(t *testing.T) {
 
 func TestRefusedApplyReportsNoEvents(t *testing.T) {
 	f := newFakeBackend()
-	if _, err := f.Lock(context.Background(), LockInfo{ID: "x", Who: "other@host"}, time.Hour); err != nil {
+	if _, err := f.Lock(context.Background(), backend.LockInfo{ID: "x", Who: "other@host"}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})

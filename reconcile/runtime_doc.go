@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -111,12 +112,12 @@ type QueueEntry struct {
 }
 
 // Attributes converts the entry to what a QueueAdmin takes, tagged with stack.
-func (q QueueEntry) Attributes(stack string) QueueAttributes {
-	return QueueAttributes{
+func (q QueueEntry) Attributes(stack string) backend.QueueAttributes {
+	return backend.QueueAttributes{
 		VisibilityTimeout: time.Duration(q.VisibilityTimeout),
 		Retention:         time.Duration(q.Retention),
 		Delay:             time.Duration(q.Delay),
-		Tags:              map[string]string{StackTag: stack},
+		Tags:              map[string]string{backend.StackTag: stack},
 	}
 }
 

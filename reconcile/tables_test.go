@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/backend"
 )
 
 // fakeTables is a TableAdmin whose tables exist once EnsureTables ran; it
@@ -17,11 +19,11 @@ type fakeTables struct {
 	fail   error
 }
 
-func (t *fakeTables) Tables(context.Context) ([]TableInfo, error) {
+func (t *fakeTables) Tables(context.Context) ([]backend.TableInfo, error) {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
 	t.f.calls = append(t.f.calls, "Tables")
-	return []TableInfo{{"instances", "rpd-ci-instances", t.exists}, {"state", "rpd-ci-state", t.exists}}, nil
+	return []backend.TableInfo{{Resource: "instances", Name: "rpd-ci-instances", Exists: t.exists}, {Resource: "state", Name: "rpd-ci-state", Exists: t.exists}}, nil
 }
 
 func (t *fakeTables) EnsureTables(context.Context) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -48,7 +49,7 @@ func (q QueueEntry) values(stack string) Values {
 		"visibility_timeout": q.VisibilityTimeout.String(),
 		"retention":          q.Retention.String(),
 		"delay":              q.Delay.String(),
-		"tags":               map[string]string{StackTag: stack},
+		"tags":               map[string]string{backend.StackTag: stack},
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
-	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -62,9 +62,9 @@ type Backend struct {
 }
 
 var (
-	_ reconcile.QueueAdmin = (*Backend)(nil)
-	_ reconcile.StateStore = (*Backend)(nil)
-	_ reconcile.Locker     = (*Backend)(nil)
+	_ backend.QueueAdmin   = (*Backend)(nil)
+	_ backend.StateStore   = (*Backend)(nil)
+	_ backend.Locker       = (*Backend)(nil)
 	_ pickup.Queue         = (*Queue)(nil)
 	_ pickup.InstanceTable = (*InstanceTable)(nil)
 	_ pools.Store          = (*PoolStore)(nil)
@@ -140,7 +140,7 @@ func (b *Backend) Stack() string { return b.stack }
 
 // Queue returns the data plane of the named queue. Its URL is looked up on
 // first use; a missing queue fails with an error wrapping
-// reconcile.ErrQueueNotFound.
+// backend.ErrQueueNotFound.
 func (b *Backend) Queue(name string) *Queue { return &Queue{b: b, name: name} }
 
 // Instances returns the instance table (<prefix>-instances).

@@ -23,7 +23,6 @@ import (
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/internal/awstest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -64,7 +63,7 @@ func TestAWS(t *testing.T) {
 		_, checks["Get"] = b.Instances().Get(ctx, "i")
 		_, checks["Transition"] = b.Instances().Transition(ctx, pickup.Transition{ID: "i", From: pickup.StateIdle, To: pickup.StateClaimed})
 		_, _, checks["ReadState"] = b.ReadState(ctx)
-		_, checks["Lock"] = b.Lock(ctx, reconcile.LockInfo{Who: "me"}, time.Minute)
+		_, checks["Lock"] = b.Lock(ctx, backend.LockInfo{Who: "me"}, time.Minute)
 		_, checks["LoadLeases"] = b.PoolStore().LoadLeases(ctx)
 		for op, err := range checks {
 			if !errors.Is(err, backend.ErrTableMissing) || errors.Is(err, pickup.ErrConditionFailed) || !strings.Contains(err.Error(), "t"+stack) {
@@ -85,7 +84,7 @@ func TestAWS(t *testing.T) {
 				t.Errorf("after EnsureTables: %+v; want an ACTIVE table", in)
 			}
 		}
-		if _, err := b.Lock(ctx, reconcile.LockInfo{Who: "me"}, time.Minute); err != nil {
+		if _, err := b.Lock(ctx, backend.LockInfo{Who: "me"}, time.Minute); err != nil {
 			t.Errorf("Lock after EnsureTables: %v", err)
 		}
 	})
@@ -142,7 +141,7 @@ func TestAWS(t *testing.T) {
 		ctx := context.Background()
 		stack := backendtest.RandomName("s")
 		b := open(t, aws.Options{Stack: stack, TablePrefix: "t" + stack})
-		if err := b.CreateQueue(ctx, stack+"-env", reconcile.QueueAttributes{Tags: map[string]string{reconcile.StackTag: stack}}); err != nil {
+		if err := b.CreateQueue(ctx, stack+"-env", backend.QueueAttributes{Tags: map[string]string{backend.StackTag: stack}}); err != nil {
 			t.Fatalf("CreateQueue through AWS_ENDPOINT_URL_SQS: %v", err)
 		}
 		if err := b.EnsureTables(ctx); err != nil {

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/internal/awstest"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // BenchmarkAWSSendReceiveDelete is BenchmarkLocalSendReceiveDelete/batch10
@@ -17,7 +17,7 @@ func BenchmarkAWSSendReceiveDelete(b *testing.B) {
 	stack := backendtest.RandomName("s")
 	be := open(b, e.Options(stack, "t"+stack))
 	ctx := context.Background()
-	if err := be.CreateQueue(ctx, stack+"-q", reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+	if err := be.CreateQueue(ctx, stack+"-q", backend.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
 		b.Fatal(err)
 	}
 	q := be.Queue(stack + "-q")

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // queueURL returns the URL of the named queue, from the cache or GetQueueUrl.
@@ -38,7 +37,7 @@ func (b *Backend) queueURL(ctx context.Context, name string) (string, error) {
 }
 
 // sqsError wraps err with the operation and queue, maps a missing queue to
-// reconcile.ErrQueueNotFound (forgetting its cached URL) and an invalid
+// backend.ErrQueueNotFound (forgetting its cached URL) and an invalid
 // receipt handle to pickup.ErrStaleHandle.
 func (b *Backend) sqsError(op, name string, err error) error {
 	var missing *types.QueueDoesNotExist
@@ -46,7 +45,7 @@ func (b *Backend) sqsError(op, name string, err error) error {
 		b.mu.Lock()
 		delete(b.urls, name)
 		b.mu.Unlock()
-		return fmt.Errorf("sqs %s %s: %w (%v)", op, name, reconcile.ErrQueueNotFound, err)
+		return fmt.Errorf("sqs %s %s: %w (%v)", op, name, backend.ErrQueueNotFound, err)
 	}
 	if isStaleHandle(errorCode(err), err.Error()) {
 		return fmt.Errorf("sqs %s %s: %w (%v)", op, name, staleHandle, err)
@@ -54,7 +53,7 @@ func (b *Backend) sqsError(op, name string, err error) error {
 	return fmt.Errorf("sqs %s %s: %w", op, name, err)
 }
 
-func queueAttributes(attrs reconcile.QueueAttributes) map[string]string {
+func queueAttributes(attrs backend.QueueAttributes) map[string]string {
 	return map[string]string{
 		string(types.QueueAttributeNameVisibilityTimeout):      strconv.Itoa(int(attrs.VisibilityTimeout / time.Second)),
 		string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(attrs.Retention / time.Second)),
@@ -65,7 +64,7 @@ func queueAttributes(attrs reconcile.QueueAttributes) map[string]string {
 // CreateQueue creates the queue with attrs and tags. An existing queue with
 // the same attributes succeeds (its tags are merged with TagQueue); with
 // different ones SQS refuses (QueueNameExists), and so does this.
-func (b *Backend) CreateQueue(ctx context.Context, name string, attrs reconcile.QueueAttributes) error {
+func (b *Backend) CreateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	if err := backend.ValidateQueueName(name); err != nil {
 		return fmt.Errorf("create queue: %w", err)
 	}
@@ -96,7 +95,7 @@ func (b *Backend) CreateQueue(ctx context.Context, name string, attrs reconcile.
 
 // UpdateQueue applies the attributes that differ with SetQueueAttributes and
 // merges tags with TagQueue.
-func (b *Backend) UpdateQueue(ctx context.Context, name string, attrs reconcile.QueueAttributes) error {
+func (b *Backend) UpdateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	attrs, err := backend.NormalizeQueueAttributes(attrs)
 	if err != nil {
 		return fmt.Errorf("update queue %s: %w", name, err)
@@ -147,8 +146,8 @@ func (b *Backend) DeleteQueue(ctx context.Context, name string) error {
 // DescribeQueue returns the queue's attributes, tags (as they are, so a
 // queue without the stack's tag can be reported as not managed by rpd) and
 // approximate counts.
-func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.QueueInfo, error) {
-	info := reconcile.QueueInfo{Name: name}
+func (b *Backend) DescribeQueue(ctx context.Context, name string) (backend.QueueInfo, error) {
+	info := backend.QueueInfo{Name: name}
 	u, err := b.queueURL(ctx, name)
 	if err != nil {
 		return info, err
@@ -192,7 +191,7 @@ func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.Que
 	if tags.Tags == nil {
 		tags.Tags = map[string]string{}
 	}
-	info.Attributes = reconcile.QueueAttributes{
+	info.Attributes = backend.QueueAttributes{
 		VisibilityTimeout: time.Duration(vis) * time.Second,
 		Retention:         time.Duration(ret) * time.Second,
 		Delay:             time.Duration(del) * time.Second,

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // MaxStateBytes is the largest state document the state item can hold
@@ -74,7 +73,7 @@ func (b *Backend) WriteState(ctx context.Context, doc []byte, expectVersion int6
 	}
 	_, err := b.ddb.PutItem(ctx, in)
 	if isConditionFailed(err) {
-		return 0, fmt.Errorf("write state of stack %s to %s at version %d: %w", b.stack, *in.TableName, expectVersion, reconcile.ErrVersionConflict)
+		return 0, fmt.Errorf("write state of stack %s to %s at version %d: %w", b.stack, *in.TableName, expectVersion, backend.ErrVersionConflict)
 	}
 	if err != nil {
 		return 0, ddbError("PutItem", *in.TableName, fmt.Errorf("state of stack %s: %w", b.stack, err))
@@ -91,9 +90,9 @@ func newLockID() string {
 // Lock takes the stack's lock item with a PutItem conditioned on "no item,
 // or its lease has expired". Expiry is judged by this process's clock, so
 // hosts sharing a stack need roughly synchronised clocks (seconds).
-func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Duration) (reconcile.LockInfo, error) {
+func (b *Backend) Lock(ctx context.Context, info backend.LockInfo, ttl time.Duration) (backend.LockInfo, error) {
 	if ttl <= 0 {
-		return reconcile.LockInfo{}, fmt.Errorf("lock stack %s: the lease ttl %v must be positive", b.stack, ttl)
+		return backend.LockInfo{}, fmt.Errorf("lock stack %s: the lease ttl %v must be positive", b.stack, ttl)
 	}
 	if info.ID == "" {
 		info.ID = newLockID()
@@ -126,30 +125,30 @@ func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Du
 			return info, nil
 		}
 		if !isConditionFailed(err) {
-			return reconcile.LockInfo{}, ddbError("PutItem", table, fmt.Errorf("lock of stack %s: %w", b.stack, err))
+			return backend.LockInfo{}, ddbError("PutItem", table, fmt.Errorf("lock of stack %s: %w", b.stack, err))
 		}
 		holder, found, err := b.readLock(ctx)
 		if err != nil {
-			return reconcile.LockInfo{}, err
+			return backend.LockInfo{}, err
 		}
 		if found && holder.Expires.After(now) {
-			return reconcile.LockInfo{}, fmt.Errorf("lock stack %s in %s: %w", b.stack, table, &reconcile.LockedError{Holder: holder})
+			return backend.LockInfo{}, fmt.Errorf("lock stack %s in %s: %w", b.stack, table, &backend.LockedError{Holder: holder})
 		}
 	}
-	return reconcile.LockInfo{}, fmt.Errorf("lock stack %s in %s: the lock item kept changing under us; try again", b.stack, table)
+	return backend.LockInfo{}, fmt.Errorf("lock stack %s in %s: the lock item kept changing under us; try again", b.stack, table)
 }
 
-func (b *Backend) readLock(ctx context.Context) (reconcile.LockInfo, bool, error) {
+func (b *Backend) readLock(ctx context.Context) (backend.LockInfo, bool, error) {
 	table := b.tableName(RoleState)
 	out, err := b.ddb.GetItem(ctx, &dynamodb.GetItemInput{TableName: &table, Key: b.lockKey(), ConsistentRead: awssdk.Bool(true)})
 	if err != nil {
-		return reconcile.LockInfo{}, false, ddbError("GetItem", table, fmt.Errorf("lock of stack %s: %w", b.stack, err))
+		return backend.LockInfo{}, false, ddbError("GetItem", table, fmt.Errorf("lock of stack %s: %w", b.stack, err))
 	}
 	if out.Item == nil {
-		return reconcile.LockInfo{}, false, nil
+		return backend.LockInfo{}, false, nil
 	}
 	r := itemReader{item: out.Item}
-	h := reconcile.LockInfo{ID: r.str("lockId"), Who: r.str("who"), Operation: r.str("operation"),
+	h := backend.LockInfo{ID: r.str("lockId"), Who: r.str("who"), Operation: r.str("operation"),
 		Created: fromUnixNanos(r.num("created")), Expires: fromUnixNanos(r.num("expires"))}
 	if r.err != nil {
 		return h, true, fmt.Errorf("dynamodb GetItem %s: the lock item of stack %s is malformed: %w", table, b.stack, r.err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -21,9 +20,9 @@ import (
 // Harness is one fresh backend, isolated from every other harness (its own
 // stack, queues and tables), as the suite sees it.
 type Harness struct {
-	Admin     reconcile.QueueAdmin
-	State     reconcile.StateStore
-	Locker    reconcile.Locker
+	Admin     backend.QueueAdmin
+	State     backend.StateStore
+	Locker    backend.Locker
 	Queue     func(name string) pickup.Queue
 	Instances pickup.InstanceTable
 	Pools     pools.Store
@@ -143,11 +142,11 @@ func RandomName(prefix string) string {
 }
 
 func stackTags(h *Harness) map[string]string {
-	return map[string]string{reconcile.StackTag: h.Prefix}
+	return map[string]string{backend.StackTag: h.Prefix}
 }
 
 // newQueue creates a queue with visibility 30s and the given delay.
-func newQueue(t *testing.T, h *Harness, suffix string, attrs reconcile.QueueAttributes) pickup.Queue {
+func newQueue(t *testing.T, h *Harness, suffix string, attrs backend.QueueAttributes) pickup.Queue {
 	t.Helper()
 	name := h.Prefix + "-" + suffix
 	if attrs.VisibilityTimeout == 0 {
@@ -204,7 +203,7 @@ func expectEmpty(t *testing.T, q pickup.Queue, why string) {
 func testQueueAdmin(t *testing.T, h *Harness) {
 	c := ctx(t)
 	a, b, other := h.Prefix+"-a", h.Prefix+"-b", "x"+h.Prefix+"-c"
-	attrs := reconcile.QueueAttributes{VisibilityTimeout: 45 * time.Second, Retention: time.Hour, Delay: 2 * time.Second, Tags: stackTags(h)}
+	attrs := backend.QueueAttributes{VisibilityTimeout: 45 * time.Second, Retention: time.Hour, Delay: 2 * time.Second, Tags: stackTags(h)}
 	for _, n := range []string{b, a, other} {
 		if err := h.Admin.CreateQueue(c, n, attrs); err != nil {
 			t.Fatalf("CreateQueue(%s): %v", n, err)
@@ -231,7 +230,7 @@ func testQueueAdmin(t *testing.T, h *Harness) {
 		t.Errorf("DescribeQueue attributes %+v; want visibility 45s, retention 1h, delay 2s, tags %v", got, stackTags(h))
 	}
 
-	upd := reconcile.QueueAttributes{VisibilityTimeout: 60 * time.Second, Retention: 2 * time.Hour, Tags: map[string]string{"team": "ci"}}
+	upd := backend.QueueAttributes{VisibilityTimeout: 60 * time.Second, Retention: 2 * time.Hour, Tags: map[string]string{"team": "ci"}}
 	if err := h.Admin.UpdateQueue(c, a, upd); err != nil {
 		t.Fatalf("UpdateQueue: %v", err)
 	}
@@ -239,7 +238,7 @@ func testQueueAdmin(t *testing.T, h *Harness) {
 	if err != nil {
 		t.Fatalf("DescribeQueue: %v", err)
 	}
-	wantTags := map[string]string{reconcile.StackTag: h.Prefix, "team": "ci"}
+	wantTags := map[string]string{backend.StackTag: h.Prefix, "team": "ci"}
 	if got := info.Attributes; got.VisibilityTimeout != 60*time.Second || got.Retention != 2*time.Hour || got.Delay != 0 || !reflect.DeepEqual(got.Tags, wantTags) {
 		t.Errorf("after UpdateQueue: %+v; want visibility 60s, retention 2h, delay 0, tags %v (merged)", got, wantTags)
 	}
@@ -255,16 +254,16 @@ func testQueueAdmin(t *testing.T, h *Harness) {
 	if err := h.Admin.DeleteQueue(c, b); err != nil {
 		t.Fatalf("DeleteQueue: %v", err)
 	}
-	if _, err := h.Admin.DescribeQueue(c, b); !errors.Is(err, reconcile.ErrQueueNotFound) {
+	if _, err := h.Admin.DescribeQueue(c, b); !errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("DescribeQueue of a deleted queue: %v; want ErrQueueNotFound", err)
 	}
-	if err := h.Admin.UpdateQueue(c, b, attrs); !errors.Is(err, reconcile.ErrQueueNotFound) {
+	if err := h.Admin.UpdateQueue(c, b, attrs); !errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("UpdateQueue of a deleted queue: %v; want ErrQueueNotFound", err)
 	}
-	if err := h.Queue(b).Send(c, "x", 0); !errors.Is(err, reconcile.ErrQueueNotFound) {
+	if err := h.Queue(b).Send(c, "x", 0); !errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("Send to a deleted queue: %v; want ErrQueueNotFound", err)
 	}
-	if _, err := h.Queue(b).Receive(c, 1, 0, 0); !errors.Is(err, reconcile.ErrQueueNotFound) {
+	if _, err := h.Queue(b).Receive(c, 1, 0, 0); !errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("Receive from a deleted queue: %v; want ErrQueueNotFound", err)
 	}
 	names, err = h.Admin.ListQueues(c, h.Prefix+"-")
@@ -278,26 +277,26 @@ func testQueueAdmin(t *testing.T, h *Harness) {
 func testForeignQueue(t *testing.T, h *Harness) {
 	c := ctx(t)
 	name := h.Prefix + "-foreign"
-	if err := h.Admin.CreateQueue(c, name, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second, Tags: map[string]string{"owner": "someone-else"}}); err != nil {
+	if err := h.Admin.CreateQueue(c, name, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second, Tags: map[string]string{"owner": "someone-else"}}); err != nil {
 		t.Fatalf("CreateQueue: %v", err)
 	}
 	info, err := h.Admin.DescribeQueue(c, name)
 	if err != nil {
 		t.Fatalf("DescribeQueue: %v", err)
 	}
-	if _, ok := info.Attributes.Tags[reconcile.StackTag]; ok || info.Attributes.Tags["owner"] != "someone-else" {
-		t.Errorf("foreign queue tags %v; want exactly its own tags, no %s", info.Attributes.Tags, reconcile.StackTag)
+	if _, ok := info.Attributes.Tags[backend.StackTag]; ok || info.Attributes.Tags["owner"] != "someone-else" {
+		t.Errorf("foreign queue tags %v; want exactly its own tags, no %s", info.Attributes.Tags, backend.StackTag)
 	}
 }
 
 func testBadInput(t *testing.T, h *Harness) {
 	c := ctx(t)
 	for _, name := range []string{"", "has space", "dot.name", string(make([]byte, 81))} {
-		if err := h.Admin.CreateQueue(c, name, reconcile.QueueAttributes{}); err == nil {
+		if err := h.Admin.CreateQueue(c, name, backend.QueueAttributes{}); err == nil {
 			t.Errorf("CreateQueue(%q) succeeded; want an error", name)
 		}
 	}
-	for _, attrs := range []reconcile.QueueAttributes{
+	for _, attrs := range []backend.QueueAttributes{
 		{Retention: 10 * time.Second},
 		{Retention: 15 * 24 * time.Hour},
 		{VisibilityTimeout: 13 * time.Hour},
@@ -309,7 +308,7 @@ func testBadInput(t *testing.T, h *Harness) {
 			t.Errorf("CreateQueue with %+v succeeded; want an error", attrs)
 		}
 	}
-	q := newQueue(t, h, "input", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "input", backend.QueueAttributes{})
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -345,7 +344,7 @@ func testBadInput(t *testing.T, h *Harness) {
 	if _, err := h.State.WriteState(c, []byte("{not json"), 0); err == nil {
 		t.Errorf("WriteState of invalid JSON succeeded")
 	}
-	if _, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "x"}, 0); err == nil {
+	if _, err := h.Locker.Lock(c, backend.LockInfo{Who: "x"}, 0); err == nil {
 		t.Errorf("Lock with ttl 0 succeeded")
 	}
 	if err := h.Pools.PutLease(c, pools.LeaseRecord{Pool: "p"}); err == nil {
@@ -355,7 +354,7 @@ func testBadInput(t *testing.T, h *Harness) {
 
 func testDelay(t *testing.T, h *Harness) {
 	c := ctx(t)
-	q := newQueue(t, h, "delay", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "delay", backend.QueueAttributes{})
 	if err := q.Send(c, "later", 2*time.Second); err != nil {
 		t.Fatalf("Send: %v", err)
 	}
@@ -368,7 +367,7 @@ func testDelay(t *testing.T, h *Harness) {
 }
 
 func testQueueDefaultDelay(t *testing.T, h *Harness) {
-	q := newQueue(t, h, "qdelay", reconcile.QueueAttributes{Delay: 2 * time.Second})
+	q := newQueue(t, h, "qdelay", backend.QueueAttributes{Delay: 2 * time.Second})
 	send(t, q, "x")
 	expectEmpty(t, q, "right after a send to a queue with delay 2s")
 	h.Advance(2200 * time.Millisecond)
@@ -376,7 +375,7 @@ func testQueueDefaultDelay(t *testing.T, h *Harness) {
 }
 
 func testVisibility(t *testing.T, h *Harness) {
-	q := newQueue(t, h, "vis", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "vis", backend.QueueAttributes{})
 	send(t, q, "m")
 	first := receiveN(t, q, 1, 2*time.Second)[0]
 	expectEmpty(t, q, "while the message is invisible")
@@ -396,7 +395,7 @@ func testVisibility(t *testing.T, h *Harness) {
 }
 
 func testChangeVisibilityToZero(t *testing.T, h *Harness) {
-	q := newQueue(t, h, "cv0", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "cv0", backend.QueueAttributes{})
 	send(t, q, "m")
 	first := receiveN(t, q, 1, 30*time.Second)[0]
 	expectEmpty(t, q, "while invisible for 30s")
@@ -411,7 +410,7 @@ func testChangeVisibilityToZero(t *testing.T, h *Harness) {
 
 func testStaleHandle(t *testing.T, h *Harness) {
 	c := ctx(t)
-	q := newQueue(t, h, "stale", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "stale", backend.QueueAttributes{})
 	send(t, q, "m")
 	first := receiveN(t, q, 1, 30*time.Second)[0]
 	if err := q.ChangeVisibility(c, first.ReceiptHandle, 0); err != nil {
@@ -447,7 +446,7 @@ func testStaleHandle(t *testing.T, h *Harness) {
 
 func testBatch(t *testing.T, h *Harness) {
 	c := ctx(t)
-	q := newQueue(t, h, "batch", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "batch", backend.QueueAttributes{})
 	send(t, q, "1", "2", "3", "4", "5")
 	msgs := receiveN(t, q, 5, 30*time.Second)
 	handles := make([]string, len(msgs))
@@ -489,7 +488,7 @@ func testBatch(t *testing.T, h *Harness) {
 
 func testRetention(t *testing.T, h *Harness) {
 	c := ctx(t)
-	q := newQueue(t, h, "ret", reconcile.QueueAttributes{Retention: time.Minute})
+	q := newQueue(t, h, "ret", backend.QueueAttributes{Retention: time.Minute})
 	send(t, q, "old")
 	// Receive it first, to know it is there (approximate counts may lag),
 	// with a visibility that ends well before the retention period does:
@@ -507,7 +506,7 @@ func testRetention(t *testing.T, h *Harness) {
 }
 
 func testLongPoll(t *testing.T, h *Harness) {
-	q := newQueue(t, h, "poll", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "poll", backend.QueueAttributes{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -541,7 +540,7 @@ func testLongPoll(t *testing.T, h *Harness) {
 
 func testConcurrentReceivers(t *testing.T, h *Harness) {
 	const total, receivers = 40, 6
-	q := newQueue(t, h, "conc", reconcile.QueueAttributes{})
+	q := newQueue(t, h, "conc", backend.QueueAttributes{})
 	for i := 0; i < total; i++ {
 		send(t, q, fmt.Sprint(i))
 	}
@@ -741,14 +740,14 @@ func testStateCAS(t *testing.T, h *Harness) {
 	if v, err = h.State.WriteState(c, []byte(`{"n":1}`), 0); err != nil || v != 1 {
 		t.Fatalf("first WriteState = %d, %v; want 1", v, err)
 	}
-	if _, err = h.State.WriteState(c, []byte(`{"n":"lost"}`), 0); !errors.Is(err, reconcile.ErrVersionConflict) {
+	if _, err = h.State.WriteState(c, []byte(`{"n":"lost"}`), 0); !errors.Is(err, backend.ErrVersionConflict) {
 		t.Errorf("WriteState at version 0 after version 1: %v; want ErrVersionConflict", err)
 	}
 	if v, err = h.State.WriteState(c, []byte(`{"n":2}`), 1); err != nil || v != 2 {
 		t.Fatalf("WriteState at version 1 = %d, %v; want 2", v, err)
 	}
 	for _, stale := range []int64{1, 3} {
-		if _, err = h.State.WriteState(c, []byte(`{"n":"lost"}`), stale); !errors.Is(err, reconcile.ErrVersionConflict) {
+		if _, err = h.State.WriteState(c, []byte(`{"n":"lost"}`), stale); !errors.Is(err, backend.ErrVersionConflict) {
 			t.Errorf("WriteState at version %d (current 2): %v; want ErrVersionConflict", stale, err)
 		}
 	}
@@ -775,7 +774,7 @@ func testStateCASRace(t *testing.T, h *Harness) {
 		switch {
 		case err == nil:
 			winners++
-		case !errors.Is(err, reconcile.ErrVersionConflict):
+		case !errors.Is(err, backend.ErrVersionConflict):
 			t.Errorf("writer %d: %v; want success or ErrVersionConflict", w, err)
 		}
 	}
@@ -788,19 +787,19 @@ func testLockContention(t *testing.T, h *Harness) {
 	c := ctx(t)
 	const lockers = 8
 	var wg sync.WaitGroup
-	got := make([]reconcile.LockInfo, lockers)
+	got := make([]backend.LockInfo, lockers)
 	errs := make([]error, lockers)
 	for l := 0; l < lockers; l++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[l], errs[l] = h.Locker.Lock(context.Background(), reconcile.LockInfo{Who: fmt.Sprintf("user%d@host", l), Operation: "apply"}, time.Minute)
+			got[l], errs[l] = h.Locker.Lock(context.Background(), backend.LockInfo{Who: fmt.Sprintf("user%d@host", l), Operation: "apply"}, time.Minute)
 		}()
 	}
 	wg.Wait()
 	winner := -1
 	for l, err := range errs {
-		var le *reconcile.LockedError
+		var le *backend.LockedError
 		switch {
 		case err == nil && winner >= 0:
 			t.Errorf("lockers %d and %d both hold the lock", winner, l)
@@ -817,8 +816,8 @@ func testLockContention(t *testing.T, h *Harness) {
 	if held.ID == "" || held.Who != fmt.Sprintf("user%d@host", winner) || held.Operation != "apply" || !held.Expires.After(held.Created) {
 		t.Errorf("held lock %+v; want an ID, the winner's info and a lease", held)
 	}
-	_, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "late@host", Operation: "plan"}, time.Minute)
-	var le *reconcile.LockedError
+	_, err := h.Locker.Lock(c, backend.LockInfo{Who: "late@host", Operation: "plan"}, time.Minute)
+	var le *backend.LockedError
 	if !errors.As(err, &le) {
 		t.Fatalf("Lock while held: %v; want *LockedError", err)
 	}
@@ -834,7 +833,7 @@ func testLockContention(t *testing.T, h *Harness) {
 	if err := h.Locker.Unlock(c, held.ID); !errors.Is(err, backend.ErrLockNotHeld) {
 		t.Errorf("second Unlock: %v; want ErrLockNotHeld", err)
 	}
-	if _, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "next@host"}, time.Minute); err != nil {
+	if _, err := h.Locker.Lock(c, backend.LockInfo{Who: "next@host"}, time.Minute); err != nil {
 		t.Errorf("Lock after Unlock: %v", err)
 	}
 }
@@ -844,7 +843,7 @@ func testLockExpiry(t *testing.T, h *Harness) {
 	// Margins of a second, so that a backend on real time passes on a
 	// loaded machine: the first lease ends at 2s, the renewed one at 3s,
 	// and the contender comes at 2s (+ call latency).
-	a, err := h.Locker.Lock(c, reconcile.LockInfo{ID: "lock-a", Who: "a@host", Operation: "apply"}, 2*time.Second)
+	a, err := h.Locker.Lock(c, backend.LockInfo{ID: "lock-a", Who: "a@host", Operation: "apply"}, 2*time.Second)
 	if err != nil || a.ID != "lock-a" {
 		t.Fatalf("Lock = %+v, %v; want ID lock-a", a, err)
 	}
@@ -853,15 +852,15 @@ func testLockExpiry(t *testing.T, h *Harness) {
 		t.Fatalf("Renew: %v", err)
 	}
 	h.Advance(time.Second)
-	var le *reconcile.LockedError
-	if _, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "b@host"}, time.Second); !errors.As(err, &le) {
+	var le *backend.LockedError
+	if _, err := h.Locker.Lock(c, backend.LockInfo{Who: "b@host"}, time.Second); !errors.As(err, &le) {
 		t.Fatalf("Lock past the first lease but within the renewed one: %v; want *LockedError", err)
 	}
 	if err := h.Locker.Renew(c, "lock-b", time.Second); !errors.Is(err, backend.ErrLockNotHeld) {
 		t.Errorf("Renew of a lock not held: %v; want ErrLockNotHeld", err)
 	}
 	h.Advance(2 * time.Second)
-	b, err := h.Locker.Lock(c, reconcile.LockInfo{ID: "lock-b", Who: "b@host"}, time.Minute)
+	b, err := h.Locker.Lock(c, backend.LockInfo{ID: "lock-b", Who: "b@host"}, time.Minute)
 	if err != nil {
 		t.Fatalf("Lock after the lease expired: %v; want a takeover", err)
 	}
@@ -878,7 +877,7 @@ func testLockExpiry(t *testing.T, h *Harness) {
 
 func testForceUnlock(t *testing.T, h *Harness) {
 	c := ctx(t)
-	held, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "gone@host", Operation: "apply"}, time.Hour)
+	held, err := h.Locker.Lock(c, backend.LockInfo{Who: "gone@host", Operation: "apply"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -888,7 +887,7 @@ func testForceUnlock(t *testing.T, h *Harness) {
 	if err := h.Locker.ForceUnlock(c, held.ID); err != nil {
 		t.Fatalf("ForceUnlock: %v", err)
 	}
-	if _, err := h.Locker.Lock(c, reconcile.LockInfo{Who: "me@host"}, time.Minute); err != nil {
+	if _, err := h.Locker.Lock(c, backend.LockInfo{Who: "me@host"}, time.Minute); err != nil {
 		t.Errorf("Lock after ForceUnlock: %v", err)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/faulty"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 func Example() {
@@ -18,7 +18,7 @@ func Example() {
 	ctx := context.Background()
 	b, _ := local.Open(ctx, filepath.Join(dir, "state.db"), local.Options{Stack: "demo"})
 	defer b.Close()
-	_ = b.CreateQueue(ctx, "jobs", reconcile.QueueAttributes{})
+	_ = b.CreateQueue(ctx, "jobs", backend.QueueAttributes{})
 
 	// The second Send fails with a transient error before reaching the queue.
 	in := faulty.New(faulty.Fault{Op: faulty.Send, Call: 2, Fail: true})

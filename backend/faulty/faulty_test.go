@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/backend/faulty"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -24,7 +24,7 @@ func open(t *testing.T) (*local.Backend, *backendtest.FakeClock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	if err := b.CreateQueue(context.Background(), "q", reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
+	if err := b.CreateQueue(context.Background(), "q", backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	return b, clock

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // queueRow is a queue's stored configuration.
@@ -32,7 +31,7 @@ func loadQueue(row *sql.Row, path, name string) (queueRow, error) {
 	var tags string
 	err := row.Scan(&vis, &ret, &del, &tags)
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+		return r, fmt.Errorf("queue %s: %w", name, backend.ErrQueueNotFound)
 	}
 	if err != nil {
 		return r, err
@@ -53,7 +52,7 @@ func queueFromColumns(path, name string, vis, ret, del int64, tags string) (queu
 // CreateQueue creates a queue. Creating one that already exists with the
 // same visibility, retention and delay succeeds (its tags are merged); with
 // different ones it is an error, as in SQS: use UpdateQueue.
-func (b *Backend) CreateQueue(ctx context.Context, name string, attrs reconcile.QueueAttributes) error {
+func (b *Backend) CreateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	if err := backend.ValidateQueueName(name); err != nil {
 		return fmt.Errorf("create queue: %w", err)
 	}
@@ -64,7 +63,7 @@ func (b *Backend) CreateQueue(ctx context.Context, name string, attrs reconcile.
 	err = b.write(ctx, func(tx *sql.Tx) error {
 		cur, err := loadQueue(b.st.loadQueueW.tx(ctx, tx).queryRow(ctx, name), b.path, name)
 		switch {
-		case errors.Is(err, reconcile.ErrQueueNotFound):
+		case errors.Is(err, backend.ErrQueueNotFound):
 			tags, _ := json.Marshal(attrs.Tags)
 			_, err := tx.ExecContext(ctx, `INSERT INTO queues (name, visibility_ms, retention_ms, delay_ms, tags, created_ms) VALUES (?, ?, ?, ?, ?, ?)`,
 				name, attrs.VisibilityTimeout.Milliseconds(), attrs.Retention.Milliseconds(), attrs.Delay.Milliseconds(), string(tags), ms(b.now()))
@@ -96,7 +95,7 @@ func (b *Backend) mergeTags(ctx context.Context, tx *sql.Tx, name string, cur, a
 }
 
 // UpdateQueue sets visibility, retention and delay and merges tags.
-func (b *Backend) UpdateQueue(ctx context.Context, name string, attrs reconcile.QueueAttributes) error {
+func (b *Backend) UpdateQueue(ctx context.Context, name string, attrs backend.QueueAttributes) error {
 	attrs, err := backend.NormalizeQueueAttributes(attrs)
 	if err != nil {
 		return fmt.Errorf("update queue %s: %w", name, err)
@@ -129,7 +128,7 @@ func (b *Backend) DeleteQueue(ctx context.Context, name string) error {
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+			return fmt.Errorf("queue %s: %w", name, backend.ErrQueueNotFound)
 		}
 		return nil
 	})
@@ -142,8 +141,8 @@ func (b *Backend) DeleteQueue(ctx context.Context, name string) error {
 // DescribeQueue returns a queue's attributes, tags and approximate counts.
 // Tags are reported as stored, so a queue without the stack's StackTag can
 // be told apart as not managed by this stack.
-func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.QueueInfo, error) {
-	info := reconcile.QueueInfo{Name: name, URL: b.queueURL(name)}
+func (b *Backend) DescribeQueue(ctx context.Context, name string) (backend.QueueInfo, error) {
+	info := backend.QueueInfo{Name: name, URL: b.queueURL(name)}
 	// One statement reads the configuration and counts the messages, in one
 	// snapshot.
 	var vis, ret, del int64
@@ -151,7 +150,7 @@ func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.Que
 	err := b.st.describeQueue.queryRow(ctx, ms(b.now()), name).
 		Scan(&vis, &ret, &del, &tags, &info.Visible, &info.InFlight, &info.Delayed)
 	if errors.Is(err, sql.ErrNoRows) {
-		err = fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+		err = fmt.Errorf("queue %s: %w", name, backend.ErrQueueNotFound)
 	}
 	if err != nil {
 		return info, fmt.Errorf("describe queue %s in %s: %w", name, b.path, err)
@@ -160,7 +159,7 @@ func (b *Backend) DescribeQueue(ctx context.Context, name string) (reconcile.Que
 	if err != nil {
 		return info, fmt.Errorf("describe queue %s in %s: %w", name, b.path, err)
 	}
-	info.Attributes = reconcile.QueueAttributes{VisibilityTimeout: r.visibility, Retention: r.retention, Delay: r.delay, Tags: r.tags}
+	info.Attributes = backend.QueueAttributes{VisibilityTimeout: r.visibility, Retention: r.retention, Delay: r.delay, Tags: r.tags}
 	return info, nil
 }
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // BenchmarkLocalSendReceiveDelete measures messages/s through the SQLite
@@ -25,7 +25,7 @@ func BenchmarkLocalSendReceiveDelete(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			be := openAt(b, filepath.Join(b.TempDir(), "bench.db"), "s", nil)
 			ctx := context.Background()
-			if err := be.CreateQueue(ctx, "q", reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+			if err := be.CreateQueue(ctx, "q", backend.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
 				b.Fatal(err)
 			}
 			q := be.Queue("q")

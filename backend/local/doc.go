@@ -1,8 +1,8 @@
 // Package local is rpd's default backend: one SQLite file (modernc.org/sqlite,
 // pure Go, WAL mode), no server. It implements the queues with SQS semantics
-// (pickup.Queue and reconcile.QueueAdmin), the instance table with atomic
+// (pickup.Queue and backend.QueueAdmin), the instance table with atomic
 // conditional transitions (pickup.InstanceTable), the stack's versioned state
-// document and lock (reconcile.StateStore, reconcile.Locker) and the
+// document and lock (backend.StateStore, backend.Locker) and the
 // persistence of pool leases (pools.Store).
 //
 // Several processes may use the same file at once (the CLI and a daemon):

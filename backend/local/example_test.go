@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -24,9 +24,9 @@ func Example() {
 	}
 	defer b.Close()
 
-	_ = b.CreateQueue(ctx, "ci-prod-rp-medium", reconcile.QueueAttributes{
+	_ = b.CreateQueue(ctx, "ci-prod-rp-medium", backend.QueueAttributes{
 		VisibilityTimeout: 30 * time.Second,
-		Tags:              map[string]string{reconcile.StackTag: "ci-prod"},
+		Tags:              map[string]string{backend.StackTag: "ci-prod"},
 	})
 	q := b.Queue("ci-prod-rp-medium")
 	_ = q.Send(ctx, `{"task":"t-1"}`, 0)

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 
@@ -53,9 +53,9 @@ type Backend struct {
 }
 
 var (
-	_ reconcile.QueueAdmin = (*Backend)(nil)
-	_ reconcile.StateStore = (*Backend)(nil)
-	_ reconcile.Locker     = (*Backend)(nil)
+	_ backend.QueueAdmin = (*Backend)(nil)
+	_ backend.StateStore = (*Backend)(nil)
+	_ backend.Locker     = (*Backend)(nil)
 )
 
 // Open opens (creating it and its parent directory if needed) the database
@@ -125,7 +125,7 @@ func (b *Backend) Stack() string { return b.stack }
 
 // Queue returns the data plane of the named queue. It does not check that
 // the queue exists; its operations fail with an error wrapping
-// reconcile.ErrQueueNotFound when it does not.
+// backend.ErrQueueNotFound when it does not.
 func (b *Backend) Queue(name string) *Queue {
 	return &Queue{b: b, name: name}
 }

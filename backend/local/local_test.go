@@ -19,7 +19,6 @@ import (
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -45,7 +44,7 @@ func TestOpenCreatesParentDirAndDefaults(t *testing.T) {
 	}
 	// Re-opening an existing file keeps its data (migrations are not re-run).
 	b := openAt(t, path, "s", nil)
-	if err := b.CreateQueue(context.Background(), "q", reconcile.QueueAttributes{}); err != nil {
+	if err := b.CreateQueue(context.Background(), "q", backend.QueueAttributes{}); err != nil {
 		t.Fatal(err)
 	}
 	b2 := openAt(t, path, "s", nil)
@@ -118,10 +117,10 @@ func TestStackIsolation(t *testing.T) {
 	if doc, v, err := b.ReadState(ctx); doc != nil || v != 0 || err != nil {
 		t.Errorf("stack b reads %q, %d, %v; want nothing", doc, v, err)
 	}
-	if _, err := a.Lock(ctx, reconcile.LockInfo{Who: "a"}, time.Minute); err != nil {
+	if _, err := a.Lock(ctx, backend.LockInfo{Who: "a"}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Lock(ctx, reconcile.LockInfo{Who: "b"}, time.Minute); err != nil {
+	if _, err := b.Lock(ctx, backend.LockInfo{Who: "b"}, time.Minute); err != nil {
 		t.Errorf("stack b cannot lock while stack a holds its own lock: %v", err)
 	}
 	if err := a.PoolStore().PutLease(ctx, pools.LeaseRecord{LeaseID: "l", Pool: "p", Slots: 1}); err != nil {
@@ -136,7 +135,7 @@ func TestDescribeCounts(t *testing.T) {
 	clock := backendtest.NewFakeClock(time.Unix(1000, 0))
 	b := openAt(t, filepath.Join(t.TempDir(), "state.db"), "s", clock.Now)
 	ctx := context.Background()
-	if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+	if err := b.CreateQueue(ctx, "q", backend.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	q := b.Queue("q")
@@ -250,7 +249,7 @@ func TestTwoProcesses(t *testing.T) {
 	b := openAt(t, path, "s", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{}); err != nil {
+	if err := b.CreateQueue(ctx, "q", backend.QueueAttributes{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < messages; i++ {
@@ -335,7 +334,7 @@ func TestConcurrentGoroutinesStress(t *testing.T) {
 	b := openAt(t, filepath.Join(t.TempDir(), "state.db"), "s", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{}); err != nil {
+	if err := b.CreateQueue(ctx, "q", backend.QueueAttributes{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup

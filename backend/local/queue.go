@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -41,7 +40,7 @@ func (q *Queue) Send(ctx context.Context, body string, delay time.Duration) erro
 		body, ms(now), ms(now), delay.Milliseconds(), delay.Milliseconds(), q.name)
 	if err == nil {
 		if n, _ := res.RowsAffected(); n == 0 {
-			err = fmt.Errorf("queue %s: %w", q.name, reconcile.ErrQueueNotFound)
+			err = fmt.Errorf("queue %s: %w", q.name, backend.ErrQueueNotFound)
 		}
 	}
 	if err != nil {
@@ -104,7 +103,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, visibility time.Durati
 		var visMs, retMs int64
 		err := q.b.st.queueTimeouts.tx(ctx, tx).queryRow(ctx, q.name).Scan(&visMs, &retMs)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("queue %s: %w", q.name, reconcile.ErrQueueNotFound)
+			return fmt.Errorf("queue %s: %w", q.name, backend.ErrQueueNotFound)
 		}
 		if err != nil {
 			return err

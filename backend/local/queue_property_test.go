@@ -10,8 +10,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -41,7 +41,7 @@ func TestQueueMatchesModel(t *testing.T) {
 		const vis = 30 * time.Second
 		run++
 		name := fmt.Sprintf("q%d", run)
-		if err := b.CreateQueue(ctx, name, reconcile.QueueAttributes{VisibilityTimeout: vis}); err != nil {
+		if err := b.CreateQueue(ctx, name, backend.QueueAttributes{VisibilityTimeout: vis}); err != nil {
 			rt.Fatal(err)
 		}
 		q := b.Queue(name)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/reconcile"
 )
 
 // ReadState returns the stack's document and version, (nil, 0, nil) when
@@ -56,7 +55,7 @@ func (b *Backend) WriteState(ctx context.Context, doc []byte, expectVersion int6
 		return 0, fmt.Errorf("write state of stack %s to %s: %w", b.stack, b.path, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, fmt.Errorf("write state of stack %s to %s at version %d: %w", b.stack, b.path, expectVersion, reconcile.ErrVersionConflict)
+		return 0, fmt.Errorf("write state of stack %s to %s at version %d: %w", b.stack, b.path, expectVersion, backend.ErrVersionConflict)
 	}
 	return expectVersion + 1, nil
 }
@@ -69,12 +68,12 @@ func newLockID() string {
 }
 
 // Lock takes the stack's lock for ttl. A live holder makes it fail with a
-// *reconcile.LockedError; an expired one is taken over. An empty info.ID is
+// *backend.LockedError; an expired one is taken over. An empty info.ID is
 // replaced by a random one, a zero Created by now; the returned LockInfo is
 // what was stored.
-func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Duration) (reconcile.LockInfo, error) {
+func (b *Backend) Lock(ctx context.Context, info backend.LockInfo, ttl time.Duration) (backend.LockInfo, error) {
 	if ttl <= 0 {
-		return reconcile.LockInfo{}, fmt.Errorf("lock stack %s: the lease ttl %v must be positive", b.stack, ttl)
+		return backend.LockInfo{}, fmt.Errorf("lock stack %s: the lease ttl %v must be positive", b.stack, ttl)
 	}
 	if info.ID == "" {
 		info.ID = newLockID()
@@ -86,7 +85,7 @@ func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Du
 	info.Created = info.Created.UTC()
 	info.Expires = now.Add(ttl).UTC()
 	err := b.write(ctx, func(tx *sql.Tx) error {
-		var h reconcile.LockInfo
+		var h backend.LockInfo
 		var created, expires int64
 		err := tx.QueryRowContext(ctx, `SELECT id, who, operation, created_ns, expires_ns FROM locks WHERE stack = ?`, b.stack).
 			Scan(&h.ID, &h.Who, &h.Operation, &created, &expires)
@@ -96,7 +95,7 @@ func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Du
 			return err
 		case expires > nanos(now):
 			h.Created, h.Expires = fromNanos(created), fromNanos(expires)
-			return &reconcile.LockedError{Holder: h}
+			return &backend.LockedError{Holder: h}
 		default:
 			b.log.Info("taking over an expired state lock", "stack", b.stack, "holder", h.Who, "lock_id", h.ID, "expired", fromNanos(expires))
 		}
@@ -105,7 +104,7 @@ func (b *Backend) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Du
 		return err
 	})
 	if err != nil {
-		return reconcile.LockInfo{}, fmt.Errorf("lock stack %s in %s: %w", b.stack, b.path, err)
+		return backend.LockInfo{}, fmt.Errorf("lock stack %s in %s: %w", b.stack, b.path, err)
 	}
 	return info, nil
 }

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -40,7 +40,7 @@ func TestUnpreparableStatementsFailWhenCalled(t *testing.T) {
 	if err := q.Delete(ctx, "1.abc"); err == nil || errors.Is(err, pickup.ErrStaleHandle) {
 		t.Errorf("Delete without a messages table: %v; want a non-stale error", err)
 	}
-	if _, err := b.DescribeQueue(ctx, "q"); err == nil || errors.Is(err, reconcile.ErrQueueNotFound) {
+	if _, err := b.DescribeQueue(ctx, "q"); err == nil || errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("DescribeQueue without a queues table: %v; want an error other than not found", err)
 	}
 	if _, err := b.Instances().Transition(ctx, pickup.Transition{ID: "i", From: pickup.StateIdle, To: pickup.StateClaimed}); err == nil || errors.Is(err, pickup.ErrConditionFailed) {
@@ -67,7 +67,7 @@ func TestPreparedStatementsUnderConcurrency(t *testing.T) {
 	b := openAt(t, filepath.Join(t.TempDir(), "s.db"), "s", nil)
 	const queues, rounds = 4, 25
 	for i := range queues {
-		if err := b.CreateQueue(ctx, fmt.Sprintf("q%d", i), reconcile.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
+		if err := b.CreateQueue(ctx, fmt.Sprintf("q%d", i), backend.QueueAttributes{VisibilityTimeout: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,7 +150,7 @@ func TestDescribeRetentionMissingAndBadTags(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.db")
 	b := openAt(t, path, "s", clock.Now)
 	ctx := context.Background()
-	if err := b.CreateQueue(ctx, "q", reconcile.QueueAttributes{Retention: time.Minute, Tags: map[string]string{"k": "v"}}); err != nil {
+	if err := b.CreateQueue(ctx, "q", backend.QueueAttributes{Retention: time.Minute, Tags: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Queue("q").Send(ctx, "old", 0); err != nil {
@@ -168,7 +168,7 @@ func TestDescribeRetentionMissingAndBadTags(t *testing.T) {
 	if info, err := b.DescribeQueue(ctx, "q"); err != nil || info.Visible != 1 || info.InFlight != 0 || info.Delayed != 0 {
 		t.Fatalf("Describe after the first message's retention = %+v, %v; want 1 visible", info, err)
 	}
-	if _, err := b.DescribeQueue(ctx, "nope"); !errors.Is(err, reconcile.ErrQueueNotFound) {
+	if _, err := b.DescribeQueue(ctx, "nope"); !errors.Is(err, backend.ErrQueueNotFound) {
 		t.Errorf("Describe of a missing queue: %v; want ErrQueueNotFound", err)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/reconcile"
@@ -121,17 +122,17 @@ func openBackendReadOnly(ctx context.Context, stack string, b reconcile.BackendC
 // was never written holds.
 type emptyBackend struct{}
 
-func (emptyBackend) CreateQueue(context.Context, string, reconcile.QueueAttributes) error {
+func (emptyBackend) CreateQueue(context.Context, string, backend.QueueAttributes) error {
 	return errors.New("the empty backend is read-only")
 }
-func (emptyBackend) UpdateQueue(context.Context, string, reconcile.QueueAttributes) error {
+func (emptyBackend) UpdateQueue(context.Context, string, backend.QueueAttributes) error {
 	return errors.New("the empty backend is read-only")
 }
 func (emptyBackend) DeleteQueue(_ context.Context, name string) error {
-	return fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+	return fmt.Errorf("queue %s: %w", name, backend.ErrQueueNotFound)
 }
-func (emptyBackend) DescribeQueue(_ context.Context, name string) (reconcile.QueueInfo, error) {
-	return reconcile.QueueInfo{}, fmt.Errorf("queue %s: %w", name, reconcile.ErrQueueNotFound)
+func (emptyBackend) DescribeQueue(_ context.Context, name string) (backend.QueueInfo, error) {
+	return backend.QueueInfo{}, fmt.Errorf("queue %s: %w", name, backend.ErrQueueNotFound)
 }
 func (emptyBackend) ListQueues(context.Context, string) ([]string, error) { return nil, nil }
 func (emptyBackend) ReadState(context.Context) ([]byte, int64, error)     { return nil, 0, nil }

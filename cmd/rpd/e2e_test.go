@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/internal/awstest"
@@ -27,9 +28,9 @@ import (
 
 // e2eAdmin is what a test does to a backend behind rpd's back.
 type e2eAdmin interface {
-	reconcile.QueueAdmin
-	reconcile.StateStore
-	reconcile.Locker
+	backend.QueueAdmin
+	backend.StateStore
+	backend.Locker
 }
 
 // e2eBackend runs the end-to-end scenarios on one backend kind.
@@ -201,7 +202,7 @@ func TestE2EUnmanagedQueue(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be e2eBackend) {
 		w, stack := setup(t, be)
 		admin := be.open(t, w, stack)
-		if err := admin.CreateQueue(context.Background(), stack+"-rp-medium", reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second, Retention: time.Hour}); err != nil {
+		if err := admin.CreateQueue(context.Background(), stack+"-rp-medium", backend.QueueAttributes{VisibilityTimeout: 30 * time.Second, Retention: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		for _, args := range [][]string{{"plan", "-no-color"}, {"apply", "-auto-approve", "-no-color"}} {
@@ -212,7 +213,7 @@ func TestE2EUnmanagedQueue(t *testing.T) {
 			t.Fatal("apply changed something despite the unmanaged queue")
 		}
 		info, err := admin.DescribeQueue(context.Background(), stack+"-rp-medium")
-		if err != nil || info.Attributes.Tags[reconcile.StackTag] != "" {
+		if err != nil || info.Attributes.Tags[backend.StackTag] != "" {
 			t.Fatalf("the unmanaged queue was touched: %+v %v", info, err)
 		}
 	})
@@ -225,7 +226,7 @@ func TestE2ELock(t *testing.T) {
 		w.write("main.hcl", be.header(stack)+strings.Replace(e2eBody, "slots = 3", "slots = 4", 1))
 		admin := be.open(t, w, stack)
 		ctx := context.Background()
-		held, err := admin.Lock(ctx, reconcile.LockInfo{Who: "carol@elsewhere", Operation: "apply"}, time.Hour)
+		held, err := admin.Lock(ctx, backend.LockInfo{Who: "carol@elsewhere", Operation: "apply"}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestE2ELock(t *testing.T) {
 		}
 
 		// A stuck lock is removed with force-unlock.
-		held, err = admin.Lock(ctx, reconcile.LockInfo{Who: "dave@gone", Operation: "apply"}, time.Hour)
+		held, err = admin.Lock(ctx, backend.LockInfo{Who: "dave@gone", Operation: "apply"}, time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +292,7 @@ func TestE2EConcurrentApplies(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		held := be.open(t, w, stackOf(t, w))
-		info, err := held.Lock(ctx, reconcile.LockInfo{Who: "erin@ci-9", Operation: "apply"}, time.Minute)
+		info, err := held.Lock(ctx, backend.LockInfo{Who: "erin@ci-9", Operation: "apply"}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -476,7 +477,7 @@ func TestE2EInterruptedApplyConverges(t *testing.T) {
 			}
 			// A process killed while holding the lock leaves it held until
 			// its lease runs out; force-unlock is the documented way out.
-			if held, lerr := be.open(t, w, stack).Lock(ctx, reconcile.LockInfo{Who: "probe"}, time.Second); lerr == nil {
+			if held, lerr := be.open(t, w, stack).Lock(ctx, backend.LockInfo{Who: "probe"}, time.Second); lerr == nil {
 				_ = be.open(t, w, stack).Unlock(ctx, held.ID)
 			}
 			r := w.rpd("apply", "-auto-approve", "-no-color", "-allow-destroy-nonempty")
@@ -526,7 +527,7 @@ func TestE2EInterruptWhileWaitingForLock(t *testing.T) {
 	w, stack := setup(t, be)
 	admin := be.open(t, w, stack)
 	ctx := context.Background()
-	held, err := admin.Lock(ctx, reconcile.LockInfo{Who: "frank@busy", Operation: "apply"}, time.Hour)
+	held, err := admin.Lock(ctx, backend.LockInfo{Who: "frank@busy", Operation: "apply"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/reconcile"
 )
 
@@ -43,18 +44,18 @@ func (f *faults) wrap(live reconcile.Live) reconcile.Live {
 }
 
 type faultyQueues struct {
-	next reconcile.QueueAdmin
+	next backend.QueueAdmin
 	f    *faults
 }
 
-func (q faultyQueues) CreateQueue(ctx context.Context, name string, a reconcile.QueueAttributes) error {
+func (q faultyQueues) CreateQueue(ctx context.Context, name string, a backend.QueueAttributes) error {
 	if err := q.f.check("CreateQueue " + name); err != nil {
 		return err
 	}
 	return q.next.CreateQueue(ctx, name, a)
 }
 
-func (q faultyQueues) UpdateQueue(ctx context.Context, name string, a reconcile.QueueAttributes) error {
+func (q faultyQueues) UpdateQueue(ctx context.Context, name string, a backend.QueueAttributes) error {
 	if err := q.f.check("UpdateQueue " + name); err != nil {
 		return err
 	}
@@ -68,9 +69,9 @@ func (q faultyQueues) DeleteQueue(ctx context.Context, name string) error {
 	return q.next.DeleteQueue(ctx, name)
 }
 
-func (q faultyQueues) DescribeQueue(ctx context.Context, name string) (reconcile.QueueInfo, error) {
+func (q faultyQueues) DescribeQueue(ctx context.Context, name string) (backend.QueueInfo, error) {
 	if err := q.f.check("DescribeQueue " + name); err != nil {
-		return reconcile.QueueInfo{}, err
+		return backend.QueueInfo{}, err
 	}
 	return q.next.DescribeQueue(ctx, name)
 }
@@ -83,7 +84,7 @@ func (q faultyQueues) ListQueues(ctx context.Context, prefix string) ([]string, 
 }
 
 type faultyState struct {
-	next reconcile.StateStore
+	next backend.StateStore
 	f    *faults
 }
 
@@ -102,13 +103,13 @@ func (s faultyState) WriteState(ctx context.Context, doc []byte, v int64) (int64
 }
 
 type faultyLock struct {
-	next reconcile.Locker
+	next backend.Locker
 	f    *faults
 }
 
-func (l faultyLock) Lock(ctx context.Context, info reconcile.LockInfo, ttl time.Duration) (reconcile.LockInfo, error) {
+func (l faultyLock) Lock(ctx context.Context, info backend.LockInfo, ttl time.Duration) (backend.LockInfo, error) {
 	if err := l.f.check("Lock"); err != nil {
-		return reconcile.LockInfo{}, err
+		return backend.LockInfo{}, err
 	}
 	return l.next.Lock(ctx, info, ttl)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -136,7 +137,7 @@ func TestPlanGolden(t *testing.T) {
 		{name: "replace", before: goldenFull, after: strings.Replace(goldenFull, `visibility_timeout = "45s"`, "visibility_timeout = \"45s\"\n    name = \"golden-small-v2\"", 1)},
 		{name: "delete", before: goldenFull, after: goldenFull[:strings.Index(goldenFull, `runner_class "small"`)] + goldenFull[strings.Index(goldenFull, `budget "scanner"`):strings.Index(goldenFull, `priority "critical"`)]},
 		{name: "drift", before: goldenFull, after: goldenFull, mutate: func(t *testing.T, lb *local.Backend) {
-			attrs := reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second, Retention: time.Hour, Tags: map[string]string{reconcile.StackTag: "golden"}}
+			attrs := backend.QueueAttributes{VisibilityTimeout: 30 * time.Second, Retention: time.Hour, Tags: map[string]string{backend.StackTag: "golden"}}
 			if err := lb.UpdateQueue(ctx, "golden-rp-medium", attrs); err != nil {
 				t.Fatal(err)
 			}
@@ -145,7 +146,7 @@ func TestPlanGolden(t *testing.T) {
 			}
 		}},
 		{name: "refresh_only", before: goldenFull, after: goldenFull, refreshOnly: true, mutate: func(t *testing.T, lb *local.Backend) {
-			attrs := reconcile.QueueAttributes{VisibilityTimeout: 2 * time.Minute, Retention: 96 * time.Hour, Tags: map[string]string{reconcile.StackTag: "golden"}}
+			attrs := backend.QueueAttributes{VisibilityTimeout: 2 * time.Minute, Retention: 96 * time.Hour, Tags: map[string]string{backend.StackTag: "golden"}}
 			if err := lb.UpdateQueue(ctx, "golden-rp-medium", attrs); err != nil {
 				t.Fatal(err)
 			}

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/internal/awstest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -212,7 +212,7 @@ func BenchmarkPickupEmulator(b *testing.B) {
 		b.Fatal(err)
 	}
 	class := nextClass()
-	if err := be.CreateQueue(ctx, "rp-"+class, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
+	if err := be.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 		b.Fatal(err)
 	}
 	benchMixed(b, be.Queue("rp-"+class), be.Instances(), class, 16, 0, pickup.ModeLease)

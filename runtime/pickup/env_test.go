@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/internal/awstest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -82,7 +82,7 @@ func openLocal(t testing.TB, path string, now func() time.Time) (*env, *local.Ba
 	}
 	t.Cleanup(func() { b.Close() })
 	class := "medium"
-	if err := b.CreateQueue(ctx, "rp-"+class, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
+	if err := b.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 		t.Fatalf("create queue: %v", err)
 	}
 	depth := func(ctx context.Context) (int, error) {
@@ -105,7 +105,7 @@ var awsKind = backendKind{name: "aws", open: func(t *testing.T) func(*testing.T)
 	return func(t *testing.T) *env {
 		class := nextClass()
 		name := "rp-" + class
-		if err := b.CreateQueue(ctx, name, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
+		if err := b.CreateQueue(ctx, name, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 			t.Fatalf("create queue: %v", err)
 		}
 		depth := func(ctx context.Context) (int, error) {

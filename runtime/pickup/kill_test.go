@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/internal/awstest"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -61,7 +61,7 @@ func TestKill9LosesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		class := nextClass()
-		if err := b.CreateQueue(ctx, "rp-"+class, reconcile.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
+		if err := b.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 			t.Fatal(err)
 		}
 		e := &env{backend: "aws", class: class, q: b.Queue("rp-" + class), t: b.Instances(), clock: wall{}, realTime: true, delay: time.Second, visibility: time.Second}
