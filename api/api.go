@@ -9,6 +9,12 @@ import (
 // refused with 413 and CodeBodyTooLarge.
 const MaxBodyBytes = 1 << 20
 
+// MaxIDBytes is the longest string the daemon accepts anywhere in a request
+// body: identifiers (task_id, worker_id, instance_id, owner, …) and names
+// (priority_name, instance_type, …) alike. A longer one is refused with 400
+// and CodeBadRequest, before anything is queued or stored.
+const MaxIDBytes = 256
+
 // MaxWaitSeconds caps every wait_seconds: a long-poll never holds a request
 // longer, so the server's write timeout can stay bounded.
 const MaxWaitSeconds = 300
@@ -25,9 +31,10 @@ const (
 	CodeNotFound         = "not_found"          // 404: unknown pool, budget, ceiling, class, lease, route
 	CodeExhausted        = "exhausted"          // 404: pickup found no instance (Kind says global or local)
 	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeTimeout          = "timeout"            // 408: wait_seconds elapsed before a grant
+	CodeTimeout          = "timeout"            // 408: wait_seconds elapsed before a grant, or the body arrived too slowly
 	CodeUnavailable      = "unavailable"        // 409: not available now (wait_seconds 0, or can never fit, or stale usage)
 	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
+	CodeHeadersTooLarge  = "headers_too_large"  // 431: request line and headers over 64 KiB
 	CodeQueueFull        = "queue_full"         // 429: the pool's max_queued waiters are already waiting
 	CodeInternal         = "internal"           // 500: backend failure; retry later
 	CodeNotReady         = "not_ready"          // 503: no configuration loaded or backend unreachable

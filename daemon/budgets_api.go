@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 
@@ -63,6 +64,10 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if req.ScanRingBytes > fatjob.MaxBudgetBytes || req.DeltaCacheBytes > fatjob.MaxBudgetBytes {
+		d.fail(w, r, badRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes))
+		return
+	}
 	if req.ScanRingBytes == 0 && req.DeltaCacheBytes == 0 && !req.Spill {
 		d.fail(w, r, badRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill"))
 		return
@@ -92,6 +97,8 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case errors.Is(err, fatjob.ErrExceedsCapacity):
 				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: err.Error()}
+			case errors.Is(err, context.DeadlineExceeded):
+				err = waitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
 			case d.stopping.Load() && errors.Is(err, context.Canceled):
 				err = errShuttingDown
 			}

@@ -76,7 +76,10 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		ctx, cancelWait := context.WithTimeout(r.Context(), wait)
 		defer cancelWait()
 		c, err = ce.ledger.Request(ctx, lr)
-		if err != nil && d.stopping.Load() && errors.Is(err, context.Canceled) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			err = waitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
+		case err != nil && d.stopping.Load() && errors.Is(err, context.Canceled):
 			err = errShuttingDown
 		}
 	}

@@ -66,6 +66,10 @@ type Options struct {
 	// wall clock. The runtime components keep the wall clock: request
 	// waits and pool lease TTLs are real time.
 	Clock pools.Clock
+	// BodyReadTimeout bounds the time a request body may take to arrive
+	// (default 5s): a body shorter than its Content-Length answers 408
+	// then instead of holding the connection.
+	BodyReadTimeout time.Duration
 	// SweepInterval is how often components dropped from the
 	// configuration are checked for idleness and removed (default 1s).
 	SweepInterval time.Duration
@@ -123,6 +127,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if opts.DrainTimeout <= 0 {
 		opts.DrainTimeout = 10 * time.Second
+	}
+	if opts.BodyReadTimeout <= 0 {
+		opts.BodyReadTimeout = 5 * time.Second
 	}
 	if opts.SweepInterval <= 0 {
 		opts.SweepInterval = time.Second
@@ -255,12 +262,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// Long-polls hold a request for up to MaxWaitSeconds.
 		WriteTimeout:   (api.MaxWaitSeconds + 30) * time.Second,
 		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: maxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return baseCtx },
 		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(d.ln) }()
+	go func() { serveErr <- srv.Serve(apiErrorListener{d.ln}) }()
 
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup

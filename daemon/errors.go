@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/runtime/ledger"
@@ -12,6 +14,13 @@ import (
 
 // errShuttingDown: the daemon stopped while the request waited.
 var errShuttingDown = errors.New("the daemon is shutting down; retry against its replacement")
+
+// waitTimedOut is the 408 of a request that waited its wait_seconds in a
+// queue without a grant; what names the request.
+func waitTimedOut(what string, wait time.Duration) *httpError {
+	return &httpError{status: http.StatusRequestTimeout, code: api.CodeTimeout,
+		msg: fmt.Sprintf("%s waited %v in the queue and was not granted; nothing is held: retry, or pass a longer wait_seconds", what, wait)}
+}
 
 // classify maps an error of a runtime package to its HTTP status and API
 // code. The table is the one of docs/api.md; anything unknown is a 500.

@@ -47,9 +47,6 @@ func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Durati
 	if req.Slots < 0 {
 		return pr, 0, badRequest("slots %d must be at least 1 (0 or absent means 1)", req.Slots)
 	}
-	if len(req.TaskID) > 256 {
-		return pr, 0, badRequest("task_id is %d bytes long; at most 256", len(req.TaskID))
-	}
 	prio := 0
 	switch {
 	case req.Priority != nil && req.PriorityName != "":

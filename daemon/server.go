@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -72,10 +73,23 @@ func (d *Daemon) noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 	writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s; see docs/api.md for the routes", r.Method, r.URL.Path))
 }
 
-// middleware checks the bearer token on every route but /healthz and
-// /readyz (so that probes need no secret), counting refusals.
+// middleware matches paths as sent, bounds the time the body may take,
+// and checks the bearer token on every route but /healthz and /readyz (so
+// that probes need no secret), counting refusals.
 func (d *Daemon) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if uncleanPath(r.URL.EscapedPath()) {
+			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s: paths are matched as sent; remove empty, \".\" and \"..\" segments", r.Method, r.URL.EscapedPath()))
+			return
+		}
+		// A body gets BodyReadTimeout from here; decode lifts the deadline
+		// once the body is in, so that a long-poll is not cut short (net/http
+		// cancels the request's context when a read deadline passes).
+		deadline := time.Time{}
+		if r.ContentLength != 0 {
+			deadline = time.Now().Add(d.opts.BodyReadTimeout)
+		}
+		_ = http.NewResponseController(w).SetReadDeadline(deadline)
 		if tok := d.token.Load(); tok != nil && *tok != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
 			if !validBearer(r.Header.Get("Authorization"), *tok) {
 				d.metrics.unauthorized.Inc()
@@ -89,12 +103,14 @@ func (d *Daemon) middleware(next http.Handler) http.Handler {
 }
 
 // validBearer compares the presented token with want in constant time (for
-// equal lengths; the length itself is not secret enough to matter).
+// equal lengths; the length itself is not secret enough to matter). The
+// scheme is case-insensitive (RFC 9110, section 11.1).
 func validBearer(header, want string) bool {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok {
+	scheme, got, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
+	got = strings.TrimLeft(got, " ")
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
@@ -149,34 +165,39 @@ func (d *Daemon) fail(w http.ResponseWriter, r *http.Request, err error) {
 	_ = writeJSON(w, he.status, api.ErrorBody{Error: api.Error{Code: he.code, Message: he.msg, Kind: he.kind}})
 }
 
-// decode reads the JSON body of r into v: at most api.MaxBodyBytes, no
-// unknown fields, exactly one value. An empty body decodes as {}.
+// decode reads the JSON body of r into v: at most api.MaxBodyBytes within
+// the body read timeout, no unknown fields, no key twice in one object, no
+// string over api.MaxIDBytes, exactly one value. An empty body decodes as
+// {}. This is the one place every request body passes through.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, api.MaxBodyBytes)
-	return decodeBody(body, v)
+	err := decodeBody(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes), v)
+	var he *httpError
+	if errors.As(err, &he) && he.status == http.StatusRequestTimeout {
+		w.Header().Set("Connection", "close") // the rest of the body is not worth waiting for
+		return err
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	return err
 }
 
 // decodeBody is decode without the ResponseWriter, for the fuzz target.
 func decodeBody(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
+	b, err := readBody(body)
+	if err != nil {
+		return err
+	}
+	if err := checkJSON(b); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeBodyTooLarge,
-				msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return nil // empty body: every field takes its default
 		}
 		return badRequest("invalid JSON body: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeBodyTooLarge,
-				msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
-		}
 		return badRequest("invalid JSON body: more than one JSON value")
 	}
 	return nil
