@@ -50,7 +50,7 @@ func (c *components) pickupConfig(rc spec.RunnerClass) pickup.Config {
 		Class: rc.Name, CPU: rc.CPU, Mem: rc.Mem, InstanceTypes: rc.InstanceTypes,
 		Mode: pickup.Mode(rc.Pickup.Mode), RequeueDelay: rc.Pickup.RequeueDelay, LocalExhaustion: rc.Pickup.LocalExhaustion,
 	}
-	if c.backend != nil && c.backend.kind == "local" {
+	if c.backend != nil && c.backend.Config.Type == "local" {
 		// The local backend's short polls see the whole queue, so an empty
 		// one is confirmed at once instead of after a 1 s long poll.
 		pc.EmptyConfirmWait = pickup.ShortPollConfirm
@@ -77,9 +77,9 @@ func (c *components) prepareClasses(cfg *spec.Config) (classPlan, error) {
 		if c.backend == nil {
 			continue
 		}
-		m, err := pickup.NewManager(pc, c.backend.queue(q), c.backend.instances, pickup.Options{
+		m, err := pickup.NewManager(pc, c.backend.Queue(q), c.backend.Instances, pickup.Options{
 			Logger: c.log.With("runner_class", rc.Name),
-			Depth:  queueDepth(c.backend.admin, q),
+			Depth:  queueDepth(c.backend.Queues, q),
 		})
 		if err != nil {
 			errs = append(errs, at(rc.DeclRange, "runner_class %q: %v", rc.Name, err))
@@ -287,7 +287,7 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	inst, err := d.backend.instances.Get(r.Context(), id)
+	inst, err := d.backend.Instances.Get(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, pickup.ErrNotFound) {
 			d.fail(w, r, notFound("no instance %q in the instance table", id))
@@ -309,7 +309,7 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		// The class was removed from the configuration: there is no queue
 		// to re-offer the instance to, so it is retired, never left
 		// claimed for good.
-		out, err := d.backend.instances.Transition(r.Context(), pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateRetired, ExpectOwner: owner})
+		out, err := d.backend.Instances.Transition(r.Context(), pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateRetired, ExpectOwner: owner})
 		if err != nil {
 			if errors.Is(err, pickup.ErrConditionFailed) {
 				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s of removed runner_class %q: %v", id, inst.Class, err)}

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -30,7 +31,7 @@ import (
 type components struct {
 	log     *slog.Logger
 	pools   *pools.Manager
-	backend *backendHandle
+	backend *open.Backend
 
 	mu       sync.RWMutex
 	poolDecl map[string]spec.Pool // the active configuration's pools
@@ -63,7 +64,7 @@ type ceiling struct {
 	done     chan struct{}
 }
 
-func newComponents(log *slog.Logger, pm *pools.Manager, be *backendHandle) *components {
+func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend) *components {
 	return &components{
 		log:         log,
 		pools:       pm,
@@ -369,7 +370,7 @@ func (c *components) dropHolders(name string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	recs, err := c.backend.poolStore.LoadLeases(ctx)
+	recs, err := c.backend.Pools.LoadLeases(ctx)
 	if err != nil {
 		c.log.Warn("cannot list the leases of a destroyed pool; retrying at the next sweep", "pool", name, "err", err)
 		return

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -80,7 +82,7 @@ type Options struct {
 type Daemon struct {
 	opts    Options
 	log     *slog.Logger
-	backend *backendHandle
+	backend *open.Backend
 	comp    *components
 	permits *permitTable
 	// grants records permits and ceiling claims in the backend.
@@ -157,12 +159,12 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("refusing to listen on %s without a bearer token: that address is reachable from other hosts; set RPD_TOKEN (or token in the rpd block), or listen on 127.0.0.1", listen)
 	}
 
-	d.backend, err = openBackend(ctx, cfg, d.log)
+	d.backend, err = open.Open(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend), open.Options{Logger: d.log})
 	if err != nil {
 		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
 	}
-	d.leaseStore = newAsyncDeleteStore(d.backend.poolStore, d.log)
-	d.grants = newGrants(d.backend.grants, d.log)
+	d.leaseStore = newAsyncDeleteStore(d.backend.Pools, d.log)
+	d.grants = newGrants(d.backend.Grants, d.log)
 	d.permits = newPermitTable(opts.Clock, d.grants)
 	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
 	if err != nil {
@@ -290,7 +292,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case ModeServe:
 		loops.Go(func() { d.followLoop(loopCtx) })
 	}
-	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "backend", d.backend.kind, "config_version", d.reloader.state().version)
+	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "backend", d.backend.Config.Type, "config_version", d.reloader.state().version)
 
 	var err error
 	select {
@@ -326,7 +328,7 @@ func (d *Daemon) close() {
 	}
 	d.grants.close()
 	if d.backend != nil {
-		if err := d.backend.close(); err != nil {
+		if err := d.backend.Close(); err != nil {
 			d.log.Warn("closing the backend", "err", err)
 		}
 	}

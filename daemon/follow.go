@@ -20,7 +20,7 @@ import (
 // whole apply before anything changes. Pools with holders are not guarded
 // here: the daemon keeps a dropped pool until it is idle.
 func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
-	live := reconcile.Live{Queues: d.backend.admin, State: d.backend.state, Lock: d.backend.locker, Tables: d.backend.tables, Budgets: d}
+	live := reconcile.Live{Queues: d.backend.Queues, State: d.backend.State, Lock: d.backend.Lock, Tables: d.backend.Tables, Budgets: d}
 	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{Backend: reconcile.BackendConfigOf(cfg.Backend)})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
@@ -71,7 +71,7 @@ func (d *Daemon) followLoop(ctx context.Context) {
 func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult {
 	start := time.Now()
 	prev := d.reloader.state()
-	doc, version, err := d.backend.state.ReadState(ctx)
+	doc, version, err := d.backend.State.ReadState(ctx)
 	if err != nil {
 		// Nothing was attempted: forget the last document, so that the next
 		// successful read applies it again and reports the reload healthy.

@@ -202,8 +202,8 @@ func TestServeRecoversFromAFailedRead(t *testing.T) {
 		o.StatePoll = time.Hour // this test drives every read
 	})
 	ctx := ctxT(t)
-	fs := &flakyState{StateStore: td.d.backend.state}
-	td.d.backend.state = fs
+	fs := &flakyState{StateStore: td.d.backend.State}
+	td.d.backend.State = fs
 	v0 := td.d.Status().ConfigVersion
 	fs.fail.Store(true)
 	if res := td.d.reloadIfChanged(ctx); res.OK || !strings.Contains(res.Error, "injected") || res.ConfigVersion != v0 {
@@ -267,11 +267,11 @@ func TestServeRejectedDocumentKeepsStateVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, cur, err := td.d.backend.state.ReadState(ctx)
+		_, cur, err := td.d.backend.State.ReadState(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := td.d.backend.state.WriteState(ctx, b, cur)
+		v, err := td.d.backend.State.WriteState(ctx, b, cur)
 		if err != nil {
 			t.Fatal(err)
 		}

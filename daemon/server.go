@@ -238,7 +238,7 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "no configuration is active yet")
 		return
 	}
-	if err := d.backend.ping(r.Context()); err != nil {
+	if err := d.backend.Ping(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "backend unreachable: "+err.Error())
 		return
 	}

@@ -30,9 +30,9 @@ const DefaultParallelism = 10
 // Apply needs, including the desired runtime document, so applying it does
 // not read the configuration again.
 type Plan struct {
-	FormatVersion int           `json:"format_version"`
-	Stack         string        `json:"stack"`
-	Backend       BackendConfig `json:"backend"`
+	FormatVersion int            `json:"format_version"`
+	Stack         string         `json:"stack"`
+	Backend       backend.Config `json:"backend"`
 	// Lineage and StateVersion identify the state the plan was made
 	// against; Apply refuses the plan when either changed.
 	Lineage      string `json:"lineage"`
@@ -67,19 +67,10 @@ type Plan struct {
 	Checksum string `json:"checksum,omitempty"`
 }
 
-// BackendConfig says which backend a plan was made against, so that
-// applying a saved plan opens the same one.
-type BackendConfig struct {
-	Type        string `json:"type"`
-	Path        string `json:"path,omitempty"`
-	Region      string `json:"region,omitempty"`
-	Profile     string `json:"profile,omitempty"`
-	TablePrefix string `json:"table_prefix,omitempty"`
-}
-
-// BackendConfigOf copies the parts of a spec.Backend a saved plan keeps.
-func BackendConfigOf(b spec.Backend) BackendConfig {
-	return BackendConfig{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
+// BackendConfigOf copies the parts of a spec.Backend a saved plan keeps, so
+// that applying it opens the backend it was made against.
+func BackendConfigOf(b spec.Backend) backend.Config {
+	return backend.Config{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
 }
 
 // ResourceChange is the planned change of one resource.
@@ -178,7 +169,7 @@ type PlanOptions struct {
 	// new applied state.
 	RefreshOnly bool
 	// Backend is recorded in the plan for apply to reopen.
-	Backend BackendConfig
+	Backend backend.Config
 }
 
 // Errors of MakePlan.

@@ -30,8 +30,9 @@ type Options struct {
 	Stack string
 	// Region and Profile override the chain's region and shared-config profile.
 	Region, Profile string
-	// TablePrefix prefixes the DynamoDB table names (default "rpd"): the
-	// tables are <prefix>-instances, <prefix>-state and <prefix>-leases.
+	// TablePrefix prefixes the DynamoDB table names: the tables are
+	// <prefix>-instances, <prefix>-state and <prefix>-leases. Required;
+	// rpd's default is backend.DefaultTablePrefix(Stack).
 	TablePrefix string
 	// SQSEndpoint and DynamoDBEndpoint override the service endpoints
 	// (emulators); empty means the chain's (AWS_ENDPOINT_URL_SQS, …).
@@ -65,6 +66,9 @@ var (
 	_ backend.QueueAdmin   = (*Backend)(nil)
 	_ backend.StateStore   = (*Backend)(nil)
 	_ backend.Locker       = (*Backend)(nil)
+	_ backend.TableAdmin   = (*Backend)(nil)
+	_ backend.LeaderStore  = (*Backend)(nil)
+	_ backend.GrantStore   = (*GrantStore)(nil)
 	_ pickup.Queue         = (*Queue)(nil)
 	_ pickup.InstanceTable = (*InstanceTable)(nil)
 	_ pools.Store          = (*PoolStore)(nil)
@@ -77,7 +81,7 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 		return nil, errors.New("aws backend: Options.Stack is required")
 	}
 	if opts.TablePrefix == "" {
-		opts.TablePrefix = "rpd"
+		return nil, fmt.Errorf("aws backend: Options.TablePrefix is required (rpd's default is %q)", backend.DefaultTablePrefix(opts.Stack))
 	}
 	if opts.MaxAttempts <= 0 {
 		opts.MaxAttempts = 8
@@ -137,6 +141,9 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 
 // Stack is the stack this backend serves.
 func (b *Backend) Stack() string { return b.stack }
+
+// TablePrefix prefixes this backend's DynamoDB table names.
+func (b *Backend) TablePrefix() string { return b.prefix }
 
 // Queue returns the data plane of the named queue. Its URL is looked up on
 // first use; a missing queue fails with an error wrapping

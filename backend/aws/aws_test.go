@@ -203,7 +203,10 @@ func TestOpenValidates(t *testing.T) {
 	if _, err := aws.Open(context.Background(), aws.Options{Region: "us-east-1"}); err == nil {
 		t.Error("Open without a stack succeeded")
 	}
-	if _, err := aws.Open(context.Background(), aws.Options{Stack: "s"}); err == nil || !strings.Contains(err.Error(), "region") {
+	if _, err := aws.Open(context.Background(), aws.Options{Stack: "s", Region: "us-east-1"}); err == nil || !strings.Contains(err.Error(), `TablePrefix is required (rpd's default is "rpd-s")`) {
+		t.Errorf("Open without a table prefix: %v; want an error naming the default", err)
+	}
+	if _, err := aws.Open(context.Background(), aws.Options{Stack: "s", TablePrefix: "rpd-s"}); err == nil || !strings.Contains(err.Error(), "region") {
 		t.Errorf("Open without a region: %v; want an error saying so", err)
 	}
 }

@@ -15,7 +15,7 @@ func ExampleOpen() {
 	b, err := aws.Open(context.Background(), aws.Options{
 		Stack:       "ci-prod",
 		Region:      "eu-west-1",
-		TablePrefix: "rpd",
+		TablePrefix: "rpd-ci-prod",
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
 	})
 	if err != nil {

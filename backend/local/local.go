@@ -18,9 +18,6 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
 
-// DefaultPath is where the CLI keeps the database unless told otherwise.
-const DefaultPath = ".rpd/state.db"
-
 // Options configure Open.
 type Options struct {
 	// Stack names the stack whose state, lock and pool leases this backend
@@ -53,9 +50,13 @@ type Backend struct {
 }
 
 var (
-	_ backend.QueueAdmin = (*Backend)(nil)
-	_ backend.StateStore = (*Backend)(nil)
-	_ backend.Locker     = (*Backend)(nil)
+	_ backend.QueueAdmin  = (*Backend)(nil)
+	_ backend.StateStore  = (*Backend)(nil)
+	_ backend.Locker      = (*Backend)(nil)
+	_ backend.LeaderStore = (*Backend)(nil)
+	_ backend.GrantStore  = (*GrantStore)(nil)
+	_ pickup.Queue        = (*Queue)(nil)
+	_ pools.Store         = (*PoolStore)(nil)
 )
 
 // Open opens (creating it and its parent directory if needed) the database
@@ -67,7 +68,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, errors.New("local backend: Options.Stack is required")
 	}
 	if path == "" {
-		path = DefaultPath
+		return nil, fmt.Errorf("local backend: no database path given (rpd's default is %s)", backend.DefaultLocalPath)
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now

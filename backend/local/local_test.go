@@ -42,6 +42,9 @@ func TestOpenCreatesParentDirAndDefaults(t *testing.T) {
 	if _, err := local.Open(context.Background(), path, local.Options{}); err == nil {
 		t.Error("Open without a stack succeeded")
 	}
+	if _, err := local.Open(context.Background(), "", local.Options{Stack: "s"}); err == nil || !strings.Contains(err.Error(), backend.DefaultLocalPath) {
+		t.Errorf("Open without a path: %v; want an error naming the default path", err)
+	}
 	// Re-opening an existing file keeps its data (migrations are not re-run).
 	b := openAt(t, path, "s", nil)
 	if err := b.CreateQueue(context.Background(), "q", backend.QueueAttributes{}); err != nil {

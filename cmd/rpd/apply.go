@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -76,7 +76,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	}
 
 	var plan *reconcile.Plan
-	var b *openedBackend
+	var b *open.Backend
 	var held *reconcile.HeldLock
 	lockOpts := reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: "apply", Timeout: *lockTimeout}
 	if isPlanFile(path) {
@@ -85,7 +85,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 			view.Error(err)
 			return 1
 		}
-		if b, err = openBackend(ctx, p.Stack, p.Backend); err != nil {
+		if b, err = open.Open(ctx, p.Stack, p.Backend, open.Options{}); err != nil {
 			view.Error(err)
 			return 1
 		}
@@ -97,7 +97,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		}
 		opts, _ := f.options(cfg)
 		var err error
-		if b, err = openBackend(ctx, cfg.Stack, opts.Backend); err != nil {
+		if b, err = open.Open(ctx, cfg.Stack, opts.Backend, open.Options{}); err != nil {
 			view.Error(err)
 			return 1
 		}
@@ -105,9 +105,9 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		// cannot go stale while it waits for "yes". Where the lock's table
 		// does not exist yet (a first apply on aws), Apply creates the
 		// tables and locks after the confirmation.
-		if lockable(ctx, b.live) {
-			if held, err = reconcile.LockState(ctx, b.live, lockOpts); err != nil {
-				b.close()
+		if lockable(ctx, b.Live()) {
+			if held, err = reconcile.LockState(ctx, b.Live(), lockOpts); err != nil {
+				b.Close()
 				view.Error(err)
 				return 1
 			}
@@ -118,11 +118,11 @@ func runApply(ctx context.Context, e *env, args []string) int {
 					err = errors.Join(err, rerr)
 				}
 			}
-			b.close()
+			b.Close()
 			view.Error(err)
 			return 1
 		}
-		if plan, err = reconcile.MakePlan(ctx, cfg, b.live, opts); err != nil {
+		if plan, err = reconcile.MakePlan(ctx, cfg, b.Live(), opts); err != nil {
 			return fail(err)
 		}
 		if err := view.Plan(plan); err != nil {
@@ -134,14 +134,14 @@ func runApply(ctx context.Context, e *env, args []string) int {
 			}
 		}
 	}
-	defer b.close()
+	defer b.Close()
 
 	workCtx, stop, unhook := interruptible(ctx, e)
 	defer unhook()
 	if plan.HasChanges() && !*asJSON {
 		fmt.Fprintln(e.stdout)
 	}
-	res, err := reconcile.Apply(workCtx, plan, b.live, reconcile.ApplyOptions{
+	res, err := reconcile.Apply(workCtx, plan, b.Live(), reconcile.ApplyOptions{
 		Who:                  lockOpts.Who,
 		Operation:            lockOpts.Operation,
 		LockTimeout:          lockOpts.Timeout,
@@ -211,11 +211,8 @@ func (f *planFlags) planFileApplicable(e *env, path string) (*reconcile.Plan, er
 	if here := stackHere(e); here != "" && here != p.Stack {
 		return nil, fmt.Errorf("the saved plan %s is for stack %q, but the configuration in this directory is stack %q; nothing was applied — apply it from stack %q's directory, or make a plan for this one with rpd plan -out", path, p.Stack, here, p.Stack)
 	}
-	if b := p.Backend; (b.Type == "" || b.Type == "local") && p.StateVersion > 0 {
+	if b := p.Backend.WithDefaults(p.Stack); b.Type == "local" && p.StateVersion > 0 {
 		db := b.Path
-		if db == "" {
-			db = local.DefaultPath
-		}
 		if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("the saved plan %s was made against the local backend %s, which does not exist here; nothing was applied — apply it from the directory where it was made", path, db)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
+	rpdopen "github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/internal/awstest"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -56,7 +57,7 @@ func uniqueStack() string {
 func localE2E() e2eBackend {
 	open := func(t *testing.T, w *workdir, stack string) *local.Backend {
 		t.Helper()
-		b, err := local.Open(context.Background(), filepath.Join(w.dir, local.DefaultPath), local.Options{Stack: stack})
+		b, err := local.Open(context.Background(), filepath.Join(w.dir, backend.DefaultLocalPath), local.Options{Stack: stack})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,8 +71,7 @@ func localE2E() e2eBackend {
 		},
 		open: func(t *testing.T, w *workdir, stack string) e2eAdmin { return open(t, w, stack) },
 		live: func(t *testing.T, w *workdir, stack string) reconcile.Live {
-			b := open(t, w, stack)
-			return reconcile.Live{Queues: b, State: b, Lock: b, Held: heldSlots(b.PoolStore(), time.Now)}
+			return rpdopen.Local(open(t, w, stack)).Live()
 		},
 	}
 }
@@ -86,7 +86,7 @@ func awsE2E(t *testing.T) e2eBackend {
 		if p, ok := prefixes[stack]; ok {
 			return p
 		}
-		p := "rpd-" + stack
+		p := backend.DefaultTablePrefix(stack)
 		prefixes[stack] = p
 		return p
 	}
@@ -108,8 +108,7 @@ func awsE2E(t *testing.T) e2eBackend {
 			return open(t, stack)
 		},
 		live: func(t *testing.T, w *workdir, stack string) reconcile.Live {
-			b := open(t, stack)
-			return reconcile.Live{Queues: b, State: b, Lock: b, Tables: b, Held: heldSlotsUnlessMissing(b, heldSlots(b.PoolStore(), time.Now))}
+			return rpdopen.AWS(open(t, stack)).Live()
 		},
 	}
 }
@@ -351,7 +350,7 @@ func TestE2ESavedPlan(t *testing.T) {
 			elsewhere := newWorkdir(t, be.env...)
 			r = elsewhere.must(1, "apply", "-no-color", filepath.Join(w.dir, "stale.plan"))
 			contains(t, r, "stderr", "which does not exist here; nothing was applied")
-			if _, err := os.Stat(filepath.Join(elsewhere.dir, local.DefaultPath)); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Stat(filepath.Join(elsewhere.dir, backend.DefaultLocalPath)); !errors.Is(err, fs.ErrNotExist) {
 				t.Fatalf("applying a plan elsewhere created a database: %v", err)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 )
 
@@ -47,17 +48,17 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 			return 1
 		}
 	}
-	b, err := openBackendReadOnly(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend))
+	b, err := open.Open(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend), open.Options{ReadOnly: true})
 	if err != nil {
 		view.Error(err)
 		return 1
 	}
-	defer b.close()
-	if b.live.Lock == nil {
-		view.Error(fmt.Errorf("the %s holds no lock: nothing to unlock", b.where))
+	defer b.Close()
+	if b.Lock == nil {
+		view.Error(fmt.Errorf("the %s holds no lock: nothing to unlock", b.Where))
 		return 1
 	}
-	if err := b.live.Lock.ForceUnlock(ctx, id); err != nil {
+	if err := b.Lock.ForceUnlock(ctx, id); err != nil {
 		view.Error(fmt.Errorf("force-unlock %s of stack %s: %w; check the lock ID in the message of the command that found the lock held", id, cfg.Stack, err))
 		return 1
 	}

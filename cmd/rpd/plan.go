@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -86,13 +87,13 @@ func runPlan(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	opts, _ := f.options(cfg)
-	b, err := openBackendReadOnly(ctx, cfg.Stack, opts.Backend)
+	b, err := open.Open(ctx, cfg.Stack, opts.Backend, open.Options{ReadOnly: true})
 	if err != nil {
 		view.Error(err)
 		return 1
 	}
-	defer b.close()
-	p, err := reconcile.MakePlan(ctx, cfg, b.live, opts)
+	defer b.Close()
+	p, err := reconcile.MakePlan(ctx, cfg, b.Live(), opts)
 	if err != nil {
 		view.Error(err)
 		return 1

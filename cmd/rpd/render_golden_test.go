@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
@@ -80,7 +81,7 @@ func openGolden(t *testing.T, cfg *spec.Config) (*local.Backend, reconcile.Live)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lb.Close() })
-	return lb, reconcile.Live{Queues: lb, State: lb, Lock: lb, Held: heldSlots(lb.PoolStore(), time.Now)}
+	return lb, open.Local(lb).Live()
 }
 
 func applyConfig(t *testing.T, cfg *spec.Config, live reconcile.Live) {
