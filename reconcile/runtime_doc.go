@@ -60,14 +60,14 @@ type ClassEntry struct {
 	AllowDestroy    bool     `json:"allow_destroy,omitempty"`
 }
 
-// BudgetEntry is a fat-job budget (seed 002).
+// BudgetEntry is a fat-job budget (a budget block).
 type BudgetEntry struct {
 	ScanRing   uint64 `json:"scan_ring"`   // bytes
 	DeltaCache uint64 `json:"delta_cache"` // bytes
 	SpillSlots *int   `json:"spill_slots"` // nil = unlimited
 }
 
-// CeilingEntry is a VM ceiling (seed 003).
+// CeilingEntry is a VM ceiling (a vm_ceiling block).
 type CeilingEntry struct {
 	Max          int         `json:"max"`
 	ClaimTTL     Duration    `json:"claim_ttl"`
@@ -85,7 +85,7 @@ type UsageEntry struct {
 	Timeout Duration `json:"timeout"`
 }
 
-// PoolEntry is a named pool (seed 004).
+// PoolEntry is a named pool (a pool block).
 type PoolEntry struct {
 	Slots        int      `json:"slots"`
 	Description  string   `json:"description,omitempty"`

@@ -33,7 +33,7 @@ type Config struct {
 	Files []string
 }
 
-// DefaultPoolName is the pool that exists even when not declared (seed 004).
+// DefaultPoolName is the pool that exists even when not declared (docs/language.md, pool).
 const DefaultPoolName = "default_pool"
 
 // Backend is the rpd block's backend "TYPE" { ... } block.
@@ -88,7 +88,7 @@ type PickupSpec struct {
 	Mode            string        // PickupModeLease (default) or PickupModeDelete
 }
 
-// Budget is a budget "NAME" block (seed 002).
+// Budget is a budget "NAME" block (docs/language.md).
 type Budget struct {
 	Name       string
 	ScanRing   uint64 // bytes, default 256 MiB, > 0
@@ -105,7 +105,7 @@ const (
 	GrantImmediate = "immediate"
 )
 
-// VMCeiling is a vm_ceiling "NAME" block (seed 003).
+// VMCeiling is a vm_ceiling "NAME" block (docs/language.md).
 type VMCeiling struct {
 	Name         string
 	Max          int           // > 0
@@ -127,7 +127,7 @@ type UsageSource struct {
 	Timeout time.Duration // default 5s
 }
 
-// Pool is a pool "NAME" block (seed 004).
+// Pool is a pool "NAME" block (docs/language.md).
 type Pool struct {
 	Name        string
 	Slots       int // > 0; default_pool defaults to 16

@@ -6,7 +6,7 @@ import (
 	"math"
 )
 
-// Default budgets of a pool (seed 002, §6).
+// Default budgets of a pool (docs/language.md, budget).
 const (
 	DefaultScanRingBytes   uint64 = 256 << 20 // 256 MiB
 	DefaultDeltaCacheBytes uint64 = 512 << 20 // 512 MiB
@@ -37,7 +37,7 @@ type Config struct {
 	SpillSlots *int
 }
 
-// DefaultConfig returns the seed's defaults: 256 MiB of scan ring, 512 MiB of
+// DefaultConfig returns the documented defaults (docs/language.md, budget): 256 MiB of scan ring, 512 MiB of
 // delta cache and 16 spill slots.
 func DefaultConfig() Config {
 	return Config{

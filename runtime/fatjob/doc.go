@@ -1,4 +1,4 @@
-// Package fatjob is the global resource pool for "fat" jobs (seed 002): one
+// Package fatjob is the global resource pool for "fat" jobs (docs/language.md, budget): one
 // system-wide budget of scan-ring bytes, delta-cache bytes and spill slots,
 // handed out as all-or-nothing Permits so that concurrent repository scans
 // and archive extractions cannot together exceed the machine's memory.

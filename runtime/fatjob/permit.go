@@ -2,7 +2,7 @@ package fatjob
 
 import "sync/atomic"
 
-// SpillGrant says how a permit may spill to disk (seed 002, §4).
+// SpillGrant says how a permit may spill to disk (docs/language.md, budget).
 type SpillGrant uint8
 
 const (

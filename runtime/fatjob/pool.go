@@ -25,8 +25,8 @@ var ErrExceedsCapacity = errors.New("fatjob: request exceeds the pool's total ca
 // Acquire waits in one FIFO queue. When resources are released, queued
 // requests are granted strictly in arrival order: if the request at the head
 // does not fit, none behind it is considered, even one that would fit. This
-// is what keeps a large job from being starved by a stream of small ones (the
-// seed's limitations 1 and 2), and it is the policy of
+// is what keeps a large job from being starved by a stream of small ones, and
+// it is the policy of
 // golang.org/x/sync/semaphore. The trade-off: while a large request waits at
 // the head, free capacity it cannot use yet stays idle, and small requests
 // behind it wait too. TryAcquire never jumps the queue either: while any

@@ -18,7 +18,7 @@ type GrantMode string
 
 // Grant modes. The names match the vm_ceiling block's grant attribute.
 const (
-	// GrantNextUsage is the seed's rule and the default: a request that
+	// GrantNextUsage is the default: a request that
 	// arrives between usage figures waits, and only the arrival of the next
 	// figure grants waiting requests (as many as fit, in FIFO order).
 	GrantNextUsage GrantMode = "next_usage"
@@ -28,7 +28,7 @@ const (
 	GrantImmediate GrantMode = "immediate"
 )
 
-// Defaults applied by Config.WithDefaults to zero fields (seed 003).
+// Defaults applied by Config.WithDefaults to zero fields (docs/language.md, vm_ceiling).
 const (
 	DefaultClaimTTL     = 2 * time.Minute
 	DefaultPollInterval = 5 * time.Second

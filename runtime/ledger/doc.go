@@ -1,9 +1,10 @@
-// Package ledger keeps a VM ceiling (seed 003): it hands out VMs to workers
+// Package ledger keeps a VM ceiling (docs/language.md, vm_ceiling): it hands out VMs to workers
 // without ever letting provider-active VMs plus VMs it has granted exceed Max,
 // even while the provider's usage figure lags behind VMs that are still
 // booting.
 //
-// The fix for the seed's race is local claims. Every grant creates a Claim
+// The race (a provider's figure that does not yet count the VMs just
+// granted) is closed by local claims. Every grant creates a Claim
 // that counts against the ceiling on top of the provider's figure until the
 // worker cancels it (VM never started), it expires after ClaimTTL unconfirmed,
 // or the worker confirms it and a usage figure taken after the confirmation

@@ -13,8 +13,8 @@ import (
 
 // Sentinel errors. Test with errors.Is.
 var (
-	// ErrUnavailable means nothing can be granted now; ask again later. It is
-	// the seed's "nothing available" answer to a worker.
+	// ErrUnavailable means nothing can be granted now; ask again later: the
+	// "nothing available" answer to a worker.
 	ErrUnavailable = errors.New("ledger: no VM available now; ask again later")
 	// ErrStale means the ledger has no usage figure younger than StaleAfter
 	// and grants nothing until one arrives (fail closed). It wraps
@@ -228,7 +228,7 @@ func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 
 // TryRequest never blocks. It returns a claim when one is ready for
 // req.WorkerID, and otherwise ErrUnavailable (or ErrStale, which wraps it):
-// the seed's "nothing available, ask later".
+// "nothing available, ask later".
 //
 // A refused TryRequest leaves a ticket in the FIFO queue under WorkerID, so a
 // worker that asks again later keeps its place: when the ticket is granted

@@ -18,7 +18,7 @@ const (
 	// delay, a match is deleted only after its claim commits, a discard is
 	// deleted. A crash at any point lets the message reappear.
 	ModeLease Mode = "lease"
-	// ModeDelete is seed 000's literal loop: delete on receive, filter in
+	// ModeDelete is the plain loop: delete on receive, filter in
 	// memory, send misfits back with a delay. A crash between the delete and
 	// the re-send loses the idle runner.
 	ModeDelete Mode = "delete"
@@ -26,8 +26,8 @@ const (
 
 // Defaults applied by NewManager and Reconfigure to zero fields.
 const (
-	DefaultRequeueDelay    = 3 * time.Second // seed 000 §1, step 4b
-	DefaultLocalExhaustion = 5               // seed 000 §4
+	DefaultRequeueDelay    = 3 * time.Second // docs/language.md, pickup
+	DefaultLocalExhaustion = 5               // docs/language.md, pickup
 	DefaultVisibility      = 30 * time.Second
 	DefaultEmptyConfirm    = time.Second
 	DefaultMaxTracked      = 1024

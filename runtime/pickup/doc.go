@@ -1,6 +1,6 @@
 // Package pickup is the Pickup Manager and Claim Worker of the warm-runner
-// pool (seeds 000 and 001): one queue per runner class, one JSON message per
-// idle instance, and a Manager that receives messages, classifies each
+// pool (docs/language.md, runner_class): one queue per runner class, one JSON
+// message per idle instance, and a Manager that receives messages, classifies each
 // against a request's Requirements, claims a match in the instance table and
 // gives misfits back, reporting exhaustion when the pool has nothing for the
 // request.
@@ -30,7 +30,7 @@
 //
 // # Modes, and why lease mode loses nothing
 //
-// ModeDelete is the seed's literal loop: receive, delete at once, filter in
+// ModeDelete is the plain loop: receive, delete at once, filter in
 // memory, send misfits back with a delay. Between the delete and the claim
 // or re-send the idle runner exists only in the manager's memory; a crash
 // there loses it (TestCrashLosesNothing counts how many).

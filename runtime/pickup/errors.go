@@ -7,7 +7,7 @@ import (
 
 // ErrExhausted: the pool has no idle instance for the request. Pickup
 // returns it as an *ExhaustedError that says which kind; the caller falls
-// back to fresh capacity (seed 000 §4).
+// back to fresh capacity (docs/language.md, "The queue message").
 var ErrExhausted = errors.New("pickup: pool exhausted")
 
 // Exhaustion is the kind of an ErrExhausted.

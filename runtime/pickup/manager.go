@@ -567,7 +567,7 @@ func (m *Manager) batch(ctx context.Context, cfg *Config, msgs []Message, timeou
 	return failed
 }
 
-// resend puts a delete-mode message back (seed 000 step 4b). If every
+// resend puts a delete-mode message back after the requeue delay. If every
 // attempt fails the runner is lost from the queue: the weakness of delete
 // mode, logged at error level.
 func (m *Manager) resend(ctx context.Context, cfg *Config, msg Message, delay time.Duration) {

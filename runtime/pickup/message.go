@@ -11,13 +11,14 @@ import (
 	"time"
 )
 
-// Usage classes a message may carry (seed 000 §2).
+// Usage classes a message may carry (docs/language.md, "The queue message").
 const (
 	UsageSpot     = "spot"
 	UsageOnDemand = "on-demand"
 )
 
-// Entry is one idle instance as its queue message describes it (seed 000 §2):
+// Entry is one idle instance as its queue message describes it
+// (docs/language.md, "The queue message"):
 //
 //	{"instanceId":"i-12345678","usageClass":"on-demand","instanceType":"c6i.large",
 //	 "cpu":2,"mem":4096,"resourceClass":"medium","threshold":"2025-05-31T12:20:00Z"}
@@ -44,7 +45,7 @@ func EntryFor(inst Instance) Entry {
 	}
 }
 
-// Body encodes e in the seed's message format, fields in the seed's order;
+// Body encodes e in the queue message format, fields in the documented order;
 // the threshold is RFC 3339 in UTC.
 func (e Entry) Body() string {
 	var b strings.Builder
@@ -77,7 +78,7 @@ type DiscardReason int
 
 const (
 	ReasonTooLarge          DiscardReason = iota // body over MaxBodySize
-	ReasonMalformed                              // not a JSON object of the seed's fields with the right types
+	ReasonMalformed                              // not a JSON object of the message's fields with the right types
 	ReasonUnknownUsageClass                      // usageClass neither spot nor on-demand
 	ReasonClassMismatch                          // cpu, mem or instance type contradict the runner class
 	ReasonExpired                                // threshold already past
@@ -109,13 +110,12 @@ func (e *DiscardError) Error() string {
 }
 
 // ParseEntry parses a message body strictly. The body must be one JSON
-// object holding exactly the seven fields of seed 000 §2, each once, with
+// object holding exactly the seven fields of the queue message, each once, with
 // exactly those (case-sensitive) names: strings for instanceId, usageClass,
 // instanceType, resourceClass and threshold (RFC 3339, the ISO 8601 profile
 // JSON uses); positive integers for cpu and mem (MiB). Unknown fields are
-// rejected, not ignored: seed 001 names "unexpected attributes" as a reason
-// to discard, and a producer that adds fields is one this manager was not
-// written for. The error is always a *DiscardError.
+// rejected, not ignored: a producer that adds fields is one this manager was
+// not written for, and its messages may mean something it cannot check. The error is always a *DiscardError.
 func ParseEntry(body string) (Entry, error) {
 	if len(body) > MaxBodySize {
 		return Entry{}, &DiscardError{Reason: ReasonTooLarge, Detail: fmt.Sprintf("body is %d bytes, more than %d", len(body), MaxBodySize)}

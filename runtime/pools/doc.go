@@ -1,8 +1,8 @@
 // Package pools provides named pools of slots, Airflow-style: a pool has N
 // slots, Acquire waits for a grant, and waiting requests are served highest
-// priority first, FIFO among equal priorities (seed 004).
+// priority first, FIFO among equal priorities (docs/language.md, pool).
 //
-// Beyond the seed: a request may take several slots; waiting honours
+// Beyond that: a request may take several slots; waiting honours
 // context cancellation, a per-request timeout and a per-pool queue cap;
 // leases may carry a TTL renewed by Heartbeat, so a holder that dies (a
 // remote worker behind the daemon's HTTP API) gives its slots back; pools
