@@ -31,7 +31,7 @@ const (
 
 // DefaultListen is the API address when neither Options.Listen nor the
 // configuration's listen attribute says otherwise.
-const DefaultListen = "127.0.0.1:7070"
+const DefaultListen = spec.DefaultListen
 
 // Options configure a Daemon.
 type Options struct {

@@ -83,8 +83,8 @@ const (
 
 // PickupSpec is a runner class's nested pickup block.
 type PickupSpec struct {
-	RequeueDelay    time.Duration // default 3s (seed), 0..15m
-	LocalExhaustion int           // default 5 (seed), >= 1
+	RequeueDelay    time.Duration // default 3s, 0..15m
+	LocalExhaustion int           // default 5, >= 1
 	Mode            string        // PickupModeLease (default) or PickupModeDelete
 }
 

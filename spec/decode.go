@@ -14,7 +14,10 @@ import (
 	"github.com/zclconf/go-cty/cty"
 )
 
-// Defaults and limits of the language. The SQS limits are AWS's own.
+// Defaults and limits of the language, as docs/language.md documents them.
+// The SQS limits are AWS's own. Each one the runtime packages or backends
+// also apply is checked equal to theirs by spec/limits_test.go, so that
+// spec stays free of runtime imports without drifting from them.
 const (
 	DefaultStack         = "default"
 	DefaultListen        = "127.0.0.1:7070"
@@ -42,8 +45,9 @@ const (
 	MaxTablePrefixLen    = 200
 	Unlimited            = "unlimited"
 	maxSlots             = 1 << 30
-	maxSpillSlots        = 16384     // runtime/fatjob's limit
-	maxBudgetBytes       = 1<<63 - 1 // runtime/fatjob's limit (MaxBudgetBytes)
+	maxCeiling           = math.MaxInt32 // runtime/ledger's limit (MaxCount)
+	maxSpillSlots        = 16384         // runtime/fatjob's limit
+	maxBudgetBytes       = 1<<63 - 1     // runtime/fatjob's limit (MaxBudgetBytes)
 	maxCPU               = 1 << 16
 	maxLong              = 100 * 365 * 24 * time.Hour
 	sqsWhy               = " (the SQS limit)"
@@ -364,7 +368,7 @@ func (d *decoder) ceiling(b *hcl.Block) VMCeiling {
 		DeclRange:    b.DefRange,
 	}
 	attrs, blocks := d.content(b.Body, ceilingSchema)
-	if n, ok := d.integer(attrs["max"], 1, math.MaxInt32, ""); ok {
+	if n, ok := d.integer(attrs["max"], 1, maxCeiling, ""); ok {
 		c.Max = n
 	}
 	if v, ok := d.duration(attrs["claim_ttl"], time.Second, maxLong, false, ""); ok {

@@ -12,8 +12,13 @@ import (
 	"time"
 )
 
-// DefaultHTTPTimeout bounds one HTTPSource request when Timeout is zero.
-const DefaultHTTPTimeout = 5 * time.Second
+// Defaults of an HTTPSource's zero fields.
+const (
+	// DefaultHTTPTimeout bounds one request when Timeout is zero.
+	DefaultHTTPTimeout = 5 * time.Second
+	// DefaultHTTPField is the JSON field read when Field is empty.
+	DefaultHTTPField = "active"
+)
 
 // maxUsageBody bounds how much of a response HTTPSource reads.
 const maxUsageBody = 1 << 20
@@ -42,7 +47,7 @@ func (s *HTTPSource) Usage(ctx context.Context) (Reading, error) {
 	}
 	field := s.Field
 	if field == "" {
-		field = "active"
+		field = DefaultHTTPField
 	}
 	client := s.Client
 	if client == nil {
