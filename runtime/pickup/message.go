@@ -87,6 +87,15 @@ const (
 
 var reasonNames = [numReasons]string{"too_large", "malformed", "unknown_usage_class", "class_mismatch", "expired"}
 
+// DiscardReasons lists every discard reason, in order.
+func DiscardReasons() []DiscardReason {
+	out := make([]DiscardReason, numReasons)
+	for r := range numReasons {
+		out[r] = r
+	}
+	return out
+}
+
 func (r DiscardReason) String() string {
 	if r >= 0 && r < numReasons {
 		return reasonNames[r]

@@ -107,6 +107,20 @@ func (m *Manager) Decisions() uint64 {
 // Stats returns the manager's counters; with Options.Depth set it also asks
 // the backend for the queue's depth, bounded by ctx.
 func (m *Manager) Stats(ctx context.Context) Stats {
+	s := m.Counters()
+	if m.depth != nil {
+		if d, err := m.depth(ctx); err != nil {
+			s.DepthErr = err
+		} else {
+			s.QueueDepth = &d
+		}
+	}
+	return s
+}
+
+// Counters returns the manager's counters without asking the backend
+// anything (QueueDepth stays nil): cheap enough to sample every second.
+func (m *Manager) Counters() Stats {
 	c := &m.stats
 	s := Stats{
 		Class:           m.config().Class,
@@ -126,13 +140,6 @@ func (m *Manager) Stats(ctx context.Context) Stats {
 	for r := range numReasons {
 		if n := c.discarded[r].Load(); n > 0 {
 			s.Discarded[r] = n
-		}
-	}
-	if m.depth != nil {
-		if d, err := m.depth(ctx); err != nil {
-			s.DepthErr = err
-		} else {
-			s.QueueDepth = &d
 		}
 	}
 	return s

@@ -1,0 +1,86 @@
+package pools
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Holder is one held lease as Manager.Holders reports it.
+type Holder struct {
+	ID       string // as (*Lease).ID
+	TaskID   string
+	Priority int
+	Slots    int
+	// GrantedAt is when the lease was granted (zero for a lease without a
+	// TTL, a Store or an ID, which records no times).
+	GrantedAt time.Time
+	// RenewedAt is the last heartbeat, or GrantedAt before the first; zero
+	// without a TTL.
+	RenewedAt time.Time
+	// ExpiresAt is zero without a TTL.
+	ExpiresAt time.Time
+}
+
+// QueuedPriority summarises the requests waiting in a pool at one priority.
+type QueuedPriority struct {
+	Priority int
+	Requests int
+	Slots    int           // slots they ask for together
+	Oldest   time.Duration // how long the longest-waiting of them has waited
+}
+
+// Holders reports the leases held in pool, oldest grant first (then by ID),
+// and its waiting requests by priority, highest first (the order they are
+// served in). An unknown pool fails with ErrUnknownPool. It costs
+// O(h log h + q) under the pool's lock for h holders and q waiters; like
+// (*Lease).ID, it gives an ID to a lease that had none.
+func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
+	p, err := m.pool(pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := m.clock.Now()
+	p.mu.Lock()
+	holders := make([]Holder, 0, len(p.holders))
+	for _, l := range p.holders {
+		if l.ext == nil {
+			l.ext = &leaseExt{}
+		}
+		if l.ext.id == "" {
+			p.assignIDLocked(l)
+		}
+		h := Holder{ID: l.ext.id, TaskID: l.taskID, Priority: l.priority, Slots: l.slots, GrantedAt: l.ext.grantedAt, ExpiresAt: l.ext.expiresAt}
+		if l.ext.ttl > 0 && !l.ext.expiresAt.IsZero() {
+			// A heartbeat sets expiresAt to now+TTL, so this is its time.
+			h.RenewedAt = l.ext.expiresAt.Add(-l.ext.ttl)
+		}
+		holders = append(holders, h)
+	}
+	byPrio := map[int]*QueuedPriority{}
+	for _, w := range p.waiters {
+		q := byPrio[w.priority]
+		if q == nil {
+			q = &QueuedPriority{Priority: w.priority}
+			byPrio[w.priority] = q
+		}
+		q.Requests++
+		q.Slots += w.lease.slots
+		q.Oldest = max(q.Oldest, now.Sub(w.enqueued))
+	}
+	p.mu.Unlock()
+
+	slices.SortFunc(holders, func(a, b Holder) int {
+		if c := a.GrantedAt.Compare(b.GrantedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	queued := make([]QueuedPriority, 0, len(byPrio))
+	for _, q := range byPrio {
+		queued = append(queued, *q)
+	}
+	slices.SortFunc(queued, func(a, b QueuedPriority) int { return cmp.Compare(b.Priority, a.Priority) })
+	return holders, queued, nil
+}
