@@ -115,14 +115,14 @@ type Lease struct {
 // PoolStatus is one pool in GET /v1/pools and GET /v1/pools/{name}.
 type PoolStatus struct {
 	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
+	Description string `json:"description"`
 	Total       int    `json:"total"`
 	Used        int    `json:"used"`
 	Available   int    `json:"available"`
 	Queued      int    `json:"queued"`
 	// Retained is true for a pool removed from the configuration but kept
 	// because slots are still held; it is removed once idle.
-	Retained bool `json:"retained,omitempty"`
+	Retained bool `json:"retained"`
 }
 
 // PoolList is the body of GET /v1/pools.
@@ -160,7 +160,7 @@ type BudgetStatus struct {
 	SpillSlots SpillSlots `json:"spill_slots"`
 	Queued     int        `json:"queued"`
 	Permits    int        `json:"permits"`
-	Retained   bool       `json:"retained,omitempty"`
+	Retained   bool       `json:"retained"`
 }
 
 // BudgetList is the body of GET /v1/budgets.
@@ -205,10 +205,10 @@ type CeilingStatus struct {
 	Effective      int        `json:"effective"`
 	Available      int        `json:"available"`
 	Queued         int        `json:"queued"`
-	LastUsageAt    *time.Time `json:"last_usage_at,omitempty"`
+	LastUsageAt    *time.Time `json:"last_usage_at"`
 	Stale          bool       `json:"stale"`
-	LastError      string     `json:"last_error,omitempty"`
-	Retained       bool       `json:"retained,omitempty"`
+	LastError      string     `json:"last_error"`
+	Retained       bool       `json:"retained"`
 }
 
 // CeilingList is the body of GET /v1/ceilings.
@@ -231,15 +231,17 @@ type PickupRequest struct {
 // offer.
 type Instance struct {
 	InstanceID    string    `json:"instance_id"`
-	Class         string    `json:"class,omitempty"`
-	State         string    `json:"state,omitempty"`
-	Owner         string    `json:"owner,omitempty"`
+	Class         string    `json:"class"`
+	State         string    `json:"state"`
+	Owner         string    `json:"owner"`
 	UsageClass    string    `json:"usage_class"`
 	InstanceType  string    `json:"instance_type"`
 	CPU           int       `json:"cpu"`
 	Mem           int       `json:"mem"` // MiB
-	ResourceClass string    `json:"resource_class,omitempty"`
+	ResourceClass string    `json:"resource_class"`
 	Threshold     time.Time `json:"threshold"`
+	// UpdatedAt is the record's last state change (null in an offer).
+	UpdatedAt *time.Time `json:"updated_at"`
 }
 
 // ReleaseInstanceRequest is the optional body of POST /v1/instances/{id}/release.

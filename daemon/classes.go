@@ -186,8 +186,8 @@ func outcomes(st pickup.Stats) map[string]int64 {
 		"claimed": int64(st.Claimed), "claim_lost_race": int64(st.ClaimLostRace), "claim_retried": int64(st.ClaimRetried),
 		"claim_gave_up": int64(st.ClaimGaveUp),
 	}
-	for r, n := range st.Discarded {
-		m["discarded_"+r.String()] = int64(n)
+	for _, r := range pickup.DiscardReasons() {
+		m["discarded_"+r.String()] = int64(st.Discarded[r])
 	}
 	return m
 }
@@ -239,7 +239,7 @@ func instanceJSON(inst pickup.Instance) api.Instance {
 	return api.Instance{
 		InstanceID: inst.ID, Class: inst.Class, State: string(inst.State), Owner: inst.Owner,
 		UsageClass: inst.UsageClass, InstanceType: inst.InstanceType, CPU: inst.CPU, Mem: inst.MemMiB,
-		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold,
+		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold, UpdatedAt: timePtr(inst.UpdatedAt),
 	}
 }
 

@@ -95,6 +95,9 @@ type Daemon struct {
 	// mode, where rpd apply does it.
 	apply    func(ctx context.Context, cfg *spec.Config) error
 	reloader reloader
+	// history samples the runner classes' pickup counters for their
+	// recent figures (GET /v1/classes).
+	history pickupHistory
 	// stack and base are the start-up configuration's stack and the
 	// settings serve mode takes from it (backend, listen, token).
 	stack string
@@ -207,6 +210,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
 	}
 
+	d.sampleClasses() // the recent pickup figures start from here
 	d.ln, err = net.Listen("tcp", listen)
 	if err != nil {
 		d.close()
@@ -344,6 +348,7 @@ func (d *Daemon) sweepLoop(ctx context.Context) {
 		case <-t.C:
 			d.comp.sweep()
 			d.grants.sweepClaims(d.comp.claimLive)
+			d.sampleClasses()
 		}
 	}
 }

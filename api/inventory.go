@@ -1,0 +1,93 @@
+package api
+
+import "time"
+
+// KindClaim is the kind of a VM-ceiling claim in GET /v1/leases (pool
+// leases are KindPool, budget permits KindPermit).
+const KindClaim = "claim"
+
+// Grant is one grant the daemon counts: a pool lease, a budget permit or a
+// VM-ceiling claim. Every field is always present; a field that does not
+// apply to the kind is its zero value (times: null).
+type Grant struct {
+	Kind string `json:"kind"` // KindPool, KindPermit or KindClaim
+	// ID is the lease ID (pools, permits) or the claim ID (claims): what
+	// the heartbeat, release, confirm and cancel routes take.
+	ID string `json:"id"`
+	// Component is the pool, budget or vm_ceiling the grant counts against.
+	Component string `json:"component"`
+	TaskID    string `json:"task_id"`   // pool leases
+	WorkerID  string `json:"worker_id"` // claims
+	Priority  int    `json:"priority"`  // pool leases; 0 otherwise
+	Slots     int    `json:"slots"`     // pool leases
+	VMs       int    `json:"vms"`       // claims
+	// Budget permits.
+	ScanRingBytes   uint64 `json:"scan_ring_bytes"`
+	DeltaCacheBytes uint64 `json:"delta_cache_bytes"`
+	Spill           bool   `json:"spill"`
+	// Confirmed is true for a claim whose VMs were confirmed.
+	Confirmed bool       `json:"confirmed"`
+	GrantedAt *time.Time `json:"granted_at"`
+	// HeartbeatAt is the last heartbeat, or GrantedAt before the first;
+	// null for claims (they are confirmed, not heartbeated).
+	HeartbeatAt *time.Time `json:"heartbeat_at"`
+	// ExpiresAt is when the grant lapses unless heartbeated (or, for an
+	// unconfirmed claim, confirmed); null when it does not lapse.
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// GrantList is the body of GET /v1/leases.
+type GrantList struct {
+	Leases []Grant `json:"leases"`
+}
+
+// QueueDepth is a runner class queue's approximate message counts: idle
+// runners ready to be picked up, picked up but not yet settled, and
+// re-queued with a delay.
+type QueueDepth struct {
+	Visible  int `json:"visible"`
+	InFlight int `json:"in_flight"`
+	Delayed  int `json:"delayed"`
+}
+
+// InstanceCounts are a runner class's instances in the instance table by
+// state.
+type InstanceCounts struct {
+	Idle    int `json:"idle"`
+	Claimed int `json:"claimed"`
+	Retired int `json:"retired"`
+}
+
+// RecentPickups are a class's pickup events over the last WindowSeconds
+// (shorter just after the daemon started or the class appeared).
+type RecentPickups struct {
+	WindowSeconds float64          `json:"window_seconds"`
+	Events        map[string]int64 `json:"events"`
+}
+
+// ClassDetail is one runner class in GET /v1/classes and the body of GET
+// /v1/classes/{class}. Outcomes counts pickup events since the daemon
+// started, Recent those of the last minutes; both carry every event name
+// (see docs/api.md), zeros included.
+type ClassDetail struct {
+	Name      string           `json:"name"`
+	Queue     string           `json:"queue"`
+	Mode      string           `json:"mode"`
+	Depth     QueueDepth       `json:"depth"`
+	Instances InstanceCounts   `json:"instances"`
+	Outcomes  map[string]int64 `json:"outcomes"`
+	Recent    RecentPickups    `json:"recent"`
+	// Errors lists what could not be read from the backend (the queue's
+	// depth, the instance table); the figures it concerns are 0.
+	Errors []string `json:"errors"`
+}
+
+// ClassList is the body of GET /v1/classes.
+type ClassList struct {
+	Classes []ClassDetail `json:"classes"`
+}
+
+// InstanceList is the body of GET /v1/classes/{class}/instances.
+type InstanceList struct {
+	Instances []Instance `json:"instances"`
+}

@@ -1,0 +1,165 @@
+package daemon
+
+import (
+	"cmp"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/ledger"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// This file answers "who holds what": GET /v1/leases lists every grant the
+// daemon counts.
+
+// grantFilter selects grants; an empty field matches everything.
+type grantFilter struct {
+	kind, component, taskID string
+}
+
+func (f grantFilter) match(g api.Grant) bool {
+	return (f.kind == "" || g.Kind == f.kind) && (f.component == "" || g.Component == f.component) &&
+		(f.taskID == "" || g.TaskID == f.taskID || g.WorkerID == f.taskID)
+}
+
+// leaseFilter reads ?kind=, ?pool=, ?budget=, ?ceiling= and ?task_id=.
+func leaseFilter(q url.Values) (grantFilter, error) {
+	f := grantFilter{kind: q.Get("kind"), taskID: q.Get("task_id")}
+	switch f.kind {
+	case "", api.KindPool, api.KindPermit, api.KindClaim:
+	default:
+		return f, badRequest("kind %q: use %s, %s or %s", f.kind, api.KindPool, api.KindPermit, api.KindClaim)
+	}
+	for param, kind := range map[string]string{"pool": api.KindPool, "budget": api.KindPermit, "ceiling": api.KindClaim} {
+		name := q.Get(param)
+		if name == "" {
+			continue
+		}
+		if f.component != "" || (f.kind != "" && f.kind != kind) {
+			return f, badRequest("?%s= names a %s component; it cannot be combined with ?kind=%s or another of ?pool=, ?budget=, ?ceiling=", param, kind, f.kind)
+		}
+		f.kind, f.component = kind, name
+	}
+	return f, nil
+}
+
+func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
+	f, err := leaseFilter(r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, api.GrantList{Leases: d.grantsMatching(f)})
+}
+
+// grantsMatching lists the grants f selects: pool leases by pool, then
+// permits, then claims, each oldest first.
+func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
+	out := []api.Grant{}
+	if f.kind == "" || f.kind == api.KindPool {
+		for _, st := range d.comp.pools.ListPools() {
+			if f.component != "" && st.Name != f.component {
+				continue
+			}
+			holders, _, err := d.comp.pools.Holders(st.Name)
+			if err != nil {
+				continue // deleted since ListPools
+			}
+			for _, h := range holders {
+				if g := poolGrant(st.Name, h); f.match(g) {
+					out = append(out, g)
+				}
+			}
+		}
+	}
+	if f.kind == "" || f.kind == api.KindPermit {
+		for _, l := range d.permits.list() {
+			if g := permitGrant(l); f.match(g) {
+				out = append(out, g)
+			}
+		}
+	}
+	if f.kind == "" || f.kind == api.KindClaim {
+		for _, ce := range d.comp.ceilingList() {
+			if f.component != "" && ce.name != f.component {
+				continue
+			}
+			for _, c := range ce.ledger.Claims() {
+				if g := claimGrant(ce.name, c); f.match(g) {
+					out = append(out, g)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// timePtr returns nil for the zero time: "does not apply" in the API.
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func poolGrant(pool string, h pools.Holder) api.Grant {
+	return api.Grant{
+		Kind: api.KindPool, ID: externalLeaseID(h.ID), Component: pool, TaskID: h.TaskID,
+		Priority: h.Priority, Slots: h.Slots,
+		GrantedAt: timePtr(h.GrantedAt), HeartbeatAt: timePtr(h.RenewedAt), ExpiresAt: timePtr(h.ExpiresAt),
+	}
+}
+
+func permitGrant(l api.Lease) api.Grant {
+	ttl := time.Duration(l.TTLSeconds * float64(time.Second))
+	return api.Grant{
+		Kind: api.KindPermit, ID: l.LeaseID, Component: l.Budget,
+		ScanRingBytes: l.ScanRingBytes, DeltaCacheBytes: l.DeltaCacheBytes, Spill: l.Spill,
+		// A heartbeat sets the expiry to now+TTL, so this is its time.
+		GrantedAt: timePtr(l.GrantedAt), HeartbeatAt: timePtr(l.ExpiresAt.Add(-ttl)), ExpiresAt: timePtr(l.ExpiresAt),
+	}
+}
+
+func claimGrant(ceiling string, c ledger.ClaimInfo) api.Grant {
+	g := api.Grant{
+		Kind: api.KindClaim, ID: c.ID.String(), Component: ceiling, WorkerID: c.WorkerID, VMs: c.Count,
+		Confirmed: !c.ConfirmedAt.IsZero(), GrantedAt: timePtr(c.GrantedAt),
+	}
+	if !g.Confirmed {
+		g.ExpiresAt = timePtr(c.ExpiresAt) // a confirmed claim ends with a usage figure, not a time
+	}
+	return g
+}
+
+// list returns the permits held, oldest first.
+func (t *permitTable) list() []api.Lease {
+	t.mu.Lock()
+	out := make([]api.Lease, 0, len(t.leases))
+	for _, pl := range t.leases {
+		out = append(out, pl.lease)
+	}
+	t.mu.Unlock()
+	slices.SortFunc(out, func(a, b api.Lease) int {
+		if c := a.GrantedAt.Compare(b.GrantedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.LeaseID, b.LeaseID)
+	})
+	return out
+}
+
+func (c *components) ceilingList() []*ceiling {
+	c.mu.RLock()
+	out := make([]*ceiling, 0, len(c.ceilings))
+	for _, ce := range c.ceilings {
+		out = append(out, ce)
+	}
+	c.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *ceiling) int { return cmp.Compare(a.name, b.name) })
+	return out
+}
