@@ -58,12 +58,12 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 		Recent:   d.history.recent(d.opts.Clock.Now(), cl.name, counts),
 		Errors:   []string{},
 	}
-	if info, err := d.backend.admin.DescribeQueue(ctx, cl.queue); err != nil {
+	if info, err := d.backend.Queues.DescribeQueue(ctx, cl.queue); err != nil {
 		out.Errors = append(out.Errors, fmt.Sprintf("queue %s depth: %v", cl.queue, err))
 	} else {
 		out.Depth = api.QueueDepth{Visible: info.Visible, InFlight: info.InFlight, Delayed: info.Delayed}
 	}
-	if insts, err := d.backend.instances.List(ctx, cl.name, ""); err != nil {
+	if insts, err := d.backend.Instances.List(ctx, cl.name, ""); err != nil {
 		out.Errors = append(out.Errors, fmt.Sprintf("instance table: %v", err))
 	} else {
 		for _, in := range insts {
@@ -93,7 +93,7 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	insts, err := d.backend.instances.List(r.Context(), cl.name, state)
+	insts, err := d.backend.Instances.List(r.Context(), cl.name, state)
 	if err != nil {
 		d.fail(w, r, fmt.Errorf("list the instances of runner_class %s: %w", cl.name, err))
 		return
@@ -107,7 +107,7 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	inst, err := d.backend.instances.Get(r.Context(), id)
+	inst, err := d.backend.Instances.Get(r.Context(), id)
 	if err != nil {
 		if errors.Is(err, pickup.ErrNotFound) {
 			err = notFound("no instance %q in the instance table", id)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/statuspage"
 )
 
 // routes registers every route of the API on a new ServeMux and wraps it in
@@ -28,6 +29,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/pools", d.listPools)
 	mux.HandleFunc("GET /v1/pools/{name}", d.getPool)
 	mux.HandleFunc("POST /v1/pools/{name}/acquire", d.acquire)
+	mux.HandleFunc("GET /v1/leases", d.listLeases)
 	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", d.heartbeat)
 	mux.HandleFunc("DELETE /v1/leases/{id}", d.releaseLease)
 
@@ -43,9 +45,18 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/ceilings/{name}/claims/{id}", d.cancelClaim)
 	mux.HandleFunc("PUT /v1/ceilings/{name}/usage", d.putUsage)
 
+	mux.HandleFunc("GET /v1/classes", d.listClasses)
+	mux.HandleFunc("GET /v1/classes/{class}", d.getClass)
 	mux.HandleFunc("POST /v1/classes/{class}/pickup", d.pickup)
+	mux.HandleFunc("GET /v1/classes/{class}/instances", d.listInstances)
 	mux.HandleFunc("POST /v1/classes/{class}/instances", d.offer)
+	mux.HandleFunc("GET /v1/instances/{id}", d.getInstance)
 	mux.HandleFunc("POST /v1/instances/{id}/release", d.releaseInstance)
+
+	page := statuspage.New()
+	for _, pattern := range page.Patterns() {
+		mux.Handle(pattern, page)
+	}
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
 	return d.middleware(mux)
@@ -75,7 +86,8 @@ func (d *Daemon) noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 
 // middleware matches paths as sent, bounds the time the body may take,
 // and checks the bearer token on every route but /healthz and /readyz (so
-// that probes need no secret), counting refusals.
+// that probes need no secret) and the status page's HTML and assets (which
+// carry no data: its script sends the token), counting refusals.
 func (d *Daemon) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uncleanPath(r.URL.EscapedPath()) {
@@ -90,7 +102,8 @@ func (d *Daemon) middleware(next http.Handler) http.Handler {
 			deadline = time.Now().Add(d.opts.BodyReadTimeout)
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(deadline)
-		if tok := d.token.Load(); tok != nil && *tok != "" && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" {
+		public := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) && statuspage.Public(r.URL.Path)
+		if tok := d.token.Load(); tok != nil && *tok != "" && !public {
 			if !validBearer(r.Header.Get("Authorization"), *tok) {
 				d.metrics.unauthorized.Inc()
 				w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
