@@ -33,6 +33,7 @@ var commands = []command{
 	{"plan", "Show changes required by the current configuration", runPlan},
 	{"apply", "Create or update live state to match the configuration", runApply},
 	{"show", "Show a saved plan", runShow},
+	{"state", "List or show what was applied to the stack's state", runState},
 	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
 	{"watch", "Run the daemon on a configuration directory, reloading on every change", runWatch},
 	{"serve", "Run the daemon on the runtime document in the state store", runServe},

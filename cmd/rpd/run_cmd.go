@@ -17,6 +17,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/daemon"
 )
 
 const runCmdHelp = `
@@ -91,7 +92,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 
 	lease, err := acquireLoop(ctx, c, *pool, req, *wait)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd run: acquire %d slot(s) of pool %s: %v\n", *slots, *pool, err)
+		fmt.Fprintf(e.stderr, "rpd run: acquire %d slot(s) of pool %s: %v\n", *slots, *pool, unreachable(daemonAddr(e, *addr), err))
 		return 1
 	}
 	defer func() {
@@ -246,13 +247,20 @@ func exitCode(e *env, name string, err error) int {
 }
 
 // daemonClient builds a client from -addr, RPD_ADDR and RPD_TOKEN.
-func daemonClient(e *env, addr string) (*client.Client, error) {
+// daemonAddr is the daemon's address: addr (-addr), else RPD_ADDR, else
+// 127.0.0.1:7070.
+func daemonAddr(e *env, addr string) string {
 	if addr == "" {
 		addr, _ = e.getenv("RPD_ADDR")
 	}
 	if addr == "" {
-		addr = "127.0.0.1:7070"
+		addr = daemon.DefaultListen
 	}
+	return addr
+}
+
+func daemonClient(e *env, addr string) (*client.Client, error) {
+	addr = daemonAddr(e, addr)
 	var opts []client.Option
 	if tok, ok := e.getenv("RPD_TOKEN"); ok && tok != "" {
 		opts = append(opts, client.WithToken(tok))

@@ -3,18 +3,25 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/client"
 )
 
 const statusHelp = `
 Prints the status of a running rpd daemon: its configuration version, the
 last reload's result (with the error of a rejected configuration), and
-tables of its pools, budgets, VM ceilings and runner classes.
+tables of its pools, budgets, VM ceilings and runner classes. With -v it
+also lists who holds each pool's slots, each budget's permits and each
+ceiling's claims (GET /v1/leases). The same is live at the daemon's
+address in a browser.
 
 The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
 bearer token is RPD_TOKEN. Exit status 1 when the daemon cannot be reached,
@@ -24,7 +31,8 @@ bearer token is RPD_TOKEN. Exit status 1 when the daemon cannot be reached,
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("status", "[options]", statusHelp)
 	addr := fs.String("addr", "", "daemon address HOST:PORT (default $RPD_ADDR, else 127.0.0.1:7070)")
-	asJSON := fs.Bool("json", false, "print GET /v1/status as JSON")
+	asJSON := fs.Bool("json", false, "print GET /v1/status as JSON (with -v, {\"status\": ..., \"leases\": [...]})")
+	verbose := fs.Bool("v", false, "also list the holders of every pool, budget and ceiling")
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -37,14 +45,31 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	defer cancel()
 	st, err := c.Status(ctx)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd status: %v\n", err)
+		fmt.Fprintf(e.stderr, "rpd status: %v\n", unreachable(daemonAddr(e, *addr), err))
 		return 1
 	}
-	if *asJSON {
+	var grants []api.Grant
+	if *verbose {
+		if grants, err = c.Leases(ctx, client.LeaseFilter{}); err != nil {
+			fmt.Fprintf(e.stderr, "rpd status: list the holders: %v\n", err)
+			return 1
+		}
+	}
+	switch {
+	case *asJSON && *verbose:
+		b, _ := json.MarshalIndent(struct {
+			Status api.Status  `json:"status"`
+			Leases []api.Grant `json:"leases"`
+		}{st, grants}, "", "  ")
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	case *asJSON:
 		b, _ := json.MarshalIndent(st, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
-	} else {
+	default:
 		writeStatus(e.stdout, st)
+		if *verbose {
+			writeHolders(e.stdout, grants, time.Now())
+		}
 	}
 	if !st.LastReload.OK {
 		return 2
@@ -118,4 +143,72 @@ func bytesText(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.4g%ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// writeHolders renders the grants of -v: who holds what, and since when.
+func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
+	if len(grants) == 0 {
+		fmt.Fprintf(w, "\nNo pool slots, budget permits or VM claims are held.\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "\nHELD\tBY\tAMOUNT\tPRIORITY\tGRANTED\tHEARTBEAT\tEXPIRES\tID\t\n")
+	for _, g := range grants {
+		var what, by, amount string
+		switch g.Kind {
+		case api.KindPool:
+			what, by, amount = "pool."+g.Component, g.TaskID, fmt.Sprintf("%d slot(s)", g.Slots)
+		case api.KindPermit:
+			what, by = "budget."+g.Component, "-"
+			amount = bytesText(g.ScanRingBytes) + "+" + bytesText(g.DeltaCacheBytes)
+			if g.Spill {
+				amount += "+spill"
+			}
+		case api.KindClaim:
+			what, by, amount = "vm_ceiling."+g.Component, g.WorkerID, fmt.Sprintf("%d VM(s)", g.VMs)
+			if g.Confirmed {
+				amount += ", confirmed"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", what, or(by, "-"), amount, g.Priority,
+			relTime(g.GrantedAt, now), relTime(g.HeartbeatAt, now), relTime(g.ExpiresAt, now), g.ID)
+	}
+}
+
+// relTime renders t relative to now: "12s ago", "in 48s"; "-" for none.
+func relTime(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	d := t.Sub(now).Round(time.Second)
+	if d <= 0 {
+		return (-d).String() + " ago"
+	}
+	return "in " + d.String()
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// unreachable turns "connection refused" and other failures to connect
+// into a message that says how to start a daemon or point at one.
+func unreachable(addr string, err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no rpd daemon at %s (connection refused): start it with `rpd watch DIR`, or pass -addr", addr)
+	case errors.As(err, &ne), isDNSError(err):
+		return fmt.Errorf("no rpd daemon answering at %s (%w): start it with `rpd watch DIR`, or pass -addr", addr, err)
+	}
+	return err
+}
+
+func isDNSError(err error) bool {
+	var de *net.DNSError
+	return errors.As(err, &de)
 }
