@@ -10,8 +10,9 @@ import (
 )
 
 // deleteQueue deletes durable records of released grants in the background:
-// a release answers without waiting for its record's delete, which one
-// goroutine writes. Grants (puts) stay synchronous.
+// a release answers without waiting for its record's delete, which a
+// writer goroutine sends (up to inFlight at once). Grants (puts) stay
+// synchronous.
 //
 // Why this is safe: a delete lost to a crash leaves a record of a grant that
 // was already released; the next daemon restores it as held until its TTL
@@ -57,8 +58,15 @@ func (q *deleteQueue) delete(ctx context.Context, id string) error {
 	return nil
 }
 
+// inFlight bounds the deletes the writer has under way at once. They are
+// sent concurrently so that a backend with group commit writes a backlog in
+// one transaction or batch instead of one round trip each.
+const inFlight = 64
+
 func (q *deleteQueue) run() {
 	defer close(q.done)
+	sem := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
 	for {
 		q.mu.Lock()
 		batch := q.queue
@@ -66,14 +74,19 @@ func (q *deleteQueue) run() {
 		closed := q.closed
 		q.mu.Unlock()
 		for _, id := range batch {
-			ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-			if err := q.del(ctx, id); err != nil {
-				// The record outlives its grant; its TTL (or the next
-				// restore) drops it.
-				q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
-			}
-			cancel()
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+				defer cancel()
+				if err := q.del(ctx, id); err != nil {
+					// The record outlives its grant; its TTL (or the next
+					// restore) drops it.
+					q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
+				}
+			})
 		}
+		wg.Wait()
 		if closed && len(batch) == 0 {
 			return
 		}

@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 )
 
@@ -21,47 +20,24 @@ func (s *GrantStore) Fence(epoch int64) *GrantStore { return &GrantStore{b: s.b,
 // GrantStore returns the persistence of this stack's grants.
 func (b *Backend) GrantStore() *GrantStore { return &GrantStore{b: b} }
 
-// PutGrant creates or replaces the record id.
+// PutGrant creates or replaces the record id, by group commit as
+// PoolStore.PutLease.
 func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error {
 	if id == "" {
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
-	var res sql.Result
-	var err error
 	if s.epoch == 0 {
-		res, err = s.b.st.putGrant.exec(ctx, s.b.stack, id, body)
-	} else {
-		res, err = s.b.st.putGrantFenced.exec(ctx, s.b.stack, id, body, s.epoch)
+		return s.b.records.write(ctx, "put grant", id, &s.b.st.putGrant, 0, s.b.stack, id, body)
 	}
-	if err != nil {
-		return fmt.Errorf("put grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
-	}
-	if s.epoch != 0 {
-		if n, _ := res.RowsAffected(); n == 0 {
-			return s.b.fenced(ctx, s.epoch, "put grant "+id)
-		}
-	}
-	return nil
+	return s.b.records.write(ctx, "put grant", id, &s.b.st.putGrantFenced, s.epoch, s.b.stack, id, body, s.epoch)
 }
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
-	var res sql.Result
-	var err error
 	if s.epoch == 0 {
-		res, err = s.b.st.deleteGrant.exec(ctx, s.b.stack, id)
-	} else {
-		res, err = s.b.st.deleteGrantFenced.exec(ctx, s.b.stack, id, s.epoch)
+		return s.b.records.write(ctx, "delete grant", id, &s.b.st.deleteGrant, 0, s.b.stack, id)
 	}
-	if err != nil {
-		return fmt.Errorf("delete grant %s of stack %s in %s: %w", id, s.b.stack, s.b.path, err)
-	}
-	if s.epoch != 0 {
-		if n, _ := res.RowsAffected(); n == 0 {
-			return s.b.fenced(ctx, s.epoch, "delete grant "+id)
-		}
-	}
-	return nil
+	return s.b.records.write(ctx, "delete grant", id, &s.b.st.deleteGrantFenced, s.epoch, s.b.stack, id, s.epoch)
 }
 
 // LoadGrants returns every record of the stack by ID.

@@ -72,20 +72,3 @@ func (b *Backend) ReadLeader(ctx context.Context) (backend.Leader, error) {
 	}
 	return l, nil
 }
-
-// fenced returns backend.ErrFenced, wrapped, when epoch is not the stack's
-// leader epoch: a conditional write changed nothing and must tell a
-// missing row from a stale writer.
-func (b *Backend) fenced(ctx context.Context, epoch int64, what string) error {
-	var cur int64
-	err := b.st.leaderEpoch.queryRow(ctx, b.stack).Scan(&cur)
-	if errors.Is(err, sql.ErrNoRows) {
-		cur = 0
-	} else if err != nil {
-		return fmt.Errorf("%s of stack %s in %s: read the leader epoch: %w", what, b.stack, b.path, err)
-	}
-	if cur != epoch {
-		return fmt.Errorf("%s of stack %s in %s: written under leader epoch %d, the stack's is %d: %w", what, b.stack, b.path, epoch, cur, backend.ErrFenced)
-	}
-	return nil
-}

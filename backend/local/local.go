@@ -47,6 +47,8 @@ type Backend struct {
 	wdb *sql.DB
 	rdb *sql.DB
 	st  stmts
+	// records writes the grant records by group commit (commit.go).
+	records *committer
 }
 
 var (
@@ -110,11 +112,15 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	b.prepareStmts(ctx)
+	b.records = newCommitter(b)
 	return b, nil
 }
 
 // Close closes the database. Calls after Close fail with a transient error.
 func (b *Backend) Close() error {
+	if b.records != nil {
+		b.records.close() // writes what is queued
+	}
 	return errors.Join(b.closeStmts(), b.wdb.Close(), b.rdb.Close())
 }
 

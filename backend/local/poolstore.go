@@ -2,7 +2,6 @@ package local
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -21,49 +20,27 @@ type PoolStore struct {
 // written nothing.
 func (s *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: s.b, epoch: epoch} }
 
-// PutLease creates or replaces a record.
+// PutLease creates or replaces a record. Concurrent writes share one
+// transaction (see committer); PutLease returns once its own committed.
 func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
-	args := []any{s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL)}
-	var res sql.Result
-	var err error
 	if s.epoch == 0 {
-		res, err = s.b.st.putLease.exec(ctx, args...)
-	} else {
-		res, err = s.b.st.putLeaseFenced.exec(ctx, append(args, s.epoch)...)
+		return s.b.records.write(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease, 0,
+			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
 	}
-	if err != nil {
-		return fmt.Errorf("put pool lease %s of stack %s in %s: %w", rec.LeaseID, s.b.stack, s.b.path, err)
-	}
-	if s.epoch != 0 {
-		if n, _ := res.RowsAffected(); n == 0 {
-			return s.b.fenced(ctx, s.epoch, "put pool lease "+rec.LeaseID)
-		}
-	}
-	return nil
+	return s.b.records.write(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLeaseFenced, s.epoch,
+		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), s.epoch)
 }
 
-// DeleteLease removes a record; a missing one is not an error.
+// DeleteLease removes a record; a missing one is not an error. It is
+// written as PutLease is.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
-	var res sql.Result
-	var err error
 	if s.epoch == 0 {
-		res, err = s.b.st.deleteLease.exec(ctx, s.b.stack, leaseID)
-	} else {
-		res, err = s.b.st.deleteLeaseFenced.exec(ctx, s.b.stack, leaseID, s.epoch)
+		return s.b.records.write(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, 0, s.b.stack, leaseID)
 	}
-	if err != nil {
-		return fmt.Errorf("delete pool lease %s of stack %s in %s: %w", leaseID, s.b.stack, s.b.path, err)
-	}
-	if s.epoch != 0 {
-		if n, _ := res.RowsAffected(); n == 0 {
-			// A missing record, or a stale epoch: the leader row tells.
-			return s.b.fenced(ctx, s.epoch, "delete pool lease "+leaseID)
-		}
-	}
-	return nil
+	return s.b.records.write(ctx, "delete pool lease", leaseID, &s.b.st.deleteLeaseFenced, s.epoch, s.b.stack, leaseID, s.epoch)
 }
 
 // LoadLeases returns every record of the stack, ordered by lease ID.
