@@ -414,3 +414,82 @@ pool "gpu" {
   slots = 8
 }
 `
+
+// With hundreds of pools the page starts collapsed (bars, no holder
+// tables), and the filter finds one pool or one holder among them.
+func TestPageWithManyPools(t *testing.T) {
+	var b strings.Builder
+	for i := range 500 {
+		fmt.Fprintf(&b, "pool \"pool_%03d\" {\n  slots = 4\n}\n", i)
+	}
+	td := startDaemon(t, "many", b.String(), "")
+	if _, err := td.c.Acquire(context.Background(), "pool_321", api.AcquireRequest{TaskID: "needle-task", Slots: 3}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, 1280, 900)
+	if err := chromedp.Do(ctx, chromedp.Navigate(td.base)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#pools-count", "501", 10*time.Second)
+	count := func(expr string) int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](expr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(`document.querySelectorAll("#pools article.card").length`); n != 501 {
+		t.Fatalf("%d pool cards, want 501", n)
+	}
+	if n := count(`document.querySelectorAll("#pools table").length`); n != 0 {
+		t.Fatalf("%d holder tables open with 501 pools, want all collapsed", n)
+	}
+	if s, _ := text(ctx, "#pools"); strings.Contains(s, "needle-task") {
+		t.Fatal("a collapsed pool shows its holders")
+	}
+
+	// Filtering by a holder's task finds its pool and opens it.
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#filter"), "needle")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#pools-count", "1 of 501", liveWait)
+	waitText(t, ctx, "#pools", "needle-task", liveWait)
+	waitText(t, ctx, "#pools", "3/4 used", liveWait)
+
+	// "busy only" keeps the pools someone holds.
+	clear := `(f => { f.value = ""; f.dispatchEvent(new Event("input")); return true })(document.getElementById("filter"))`
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](clear)); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#busy"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#pools-count", "1 of 501", liveWait)
+	// A click on a card's head opens it (clicked from script: the sticky
+	// header may cover the card where Chromium scrolled it).
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#pools article.card button.head").click(), true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#pools table", "needle-task", liveWait)
+}
+
+// On a phone-sized screen nothing is wider than the screen: tables scroll
+// inside their cards.
+func TestPageFitsAPhone(t *testing.T) {
+	td := startDaemon(t, "phone", pageHCL, "")
+	td.populate(t)
+	ctx := browser(t, 390, 844)
+	if err := chromedp.Do(ctx, chromedp.Navigate(td.base)); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#pools", "bar-task-7", 10*time.Second)
+	waitText(t, ctx, "#classes", "claimed", liveWait)
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over > 0 {
+		t.Fatalf("the page is %dpx wider than a 390px screen", over)
+	}
+}

@@ -11,6 +11,8 @@
   const ui = {
     expanded: new Set(), // "kind:name" the operator opened
     collapsed: new Set(), // "kind:name" the operator closed
+    autoExpand: {}, // kind -> its section is small enough to start open
+    cards: new Map(), // "kind:name" -> {sig, el}: the cards last rendered
     filter: '',
     busyOnly: false,
     data: null,
@@ -130,6 +132,7 @@
   }
 
   function clearContent() {
+    ui.cards = new Map();
     for (const id of ['stack', 'meta', 'reload', 'pools', 'budgets', 'ceilings', 'classes']) $(id).replaceChildren();
   }
 
@@ -197,16 +200,32 @@
       return (byComponent[grantKind + ':' + it.name] || []).some((g) =>
         (g.task_id + ' ' + g.worker_id + ' ' + g.id).toLowerCase().includes(f));
     });
-    ui.autoExpand = items.length <= AUTO_EXPAND;
+    ui.autoExpand[kind] = items.length <= AUTO_EXPAND;
     $(id + '-count').textContent = shown.length === items.length ? String(items.length) : shown.length + ' of ' + items.length;
     $(id + '-group').hidden = items.length === 0;
-    $(id).replaceChildren(...shown.map((it) => card(it)));
+    // A card is rebuilt only when what it shows changed: its data, whether
+    // it is open, and (open cards show relative times) the second.
+    const now = Math.floor(Date.now() / 1000);
+    const next = new Map();
+    const els = shown.map((it) => {
+      const key = kind + ':' + it.name;
+      const open = isOpen(key);
+      const sig = JSON.stringify([it, byComponent[grantKind + ':' + it.name], open, open ? now : 0]);
+      const prev = ui.cards.get(key);
+      const el = prev && prev.sig === sig ? prev.el : card(it);
+      next.set(key, { sig, el });
+      return el;
+    });
+    for (const [key, v] of ui.cards) if (!key.startsWith(kind + ':')) next.set(key, v);
+    ui.cards = next;
+    const box = $(id);
+    if (els.length !== box.children.length || els.some((el, i) => box.children[i] !== el)) box.replaceChildren(...els);
   }
 
   function isOpen(key) {
     if (ui.expanded.has(key)) return true;
     if (ui.collapsed.has(key)) return false;
-    return ui.autoExpand || ui.filter !== '';
+    return ui.autoExpand[key.slice(0, key.indexOf(':'))] || ui.filter !== '';
   }
 
   function toggle(key) {
