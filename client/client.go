@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
@@ -21,6 +22,14 @@ type Client struct {
 	base  string // "http://host:port", no trailing slash
 	token string
 	hc    *http.Client
+	// rt is the transport New built, called directly: the daemon never
+	// redirects, so http.Client's redirect bookkeeping (a copy of every
+	// request's headers) is skipped. nil with WithHTTPClient.
+	rt http.RoundTripper
+	// The headers of requests without and with a JSON body, built once
+	// and shared (a transport only reads them).
+	hdr, jsonHdr http.Header
+	bufs         sync.Pool // *bytes.Buffer: answers' bodies
 }
 
 // Option configures a Client.
@@ -54,9 +63,18 @@ func New(addr string, opts ...Option) (*Client, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 256
 		t.MaxIdleConnsPerHost = 256
+		t.DisableCompression = true // the daemon's answers are small JSON
 		t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		c.hc = &http.Client{Transport: t}
+		c.rt = t
 	}
+	c.hdr = http.Header{"Accept": {"application/json"}}
+	if c.token != "" {
+		c.hdr.Set("Authorization", "Bearer "+c.token)
+	}
+	c.jsonHdr = c.hdr.Clone()
+	c.jsonHdr.Set("Content-Type", "application/json")
+	c.bufs.New = func() any { return new(bytes.Buffer) }
 	return c, nil
 }
 
@@ -66,57 +84,76 @@ func IsCode(err error, code string) bool {
 	return errors.As(err, &ae) && ae.Code == code
 }
 
-// send sends one request and returns the status and body of the answer.
+// maxAnswerBytes bounds the body of an answer the client reads.
+const maxAnswerBytes = 16 << 20
+
+// send sends one request and hands the status and body of the answer to
+// read, whose body is valid only during the call (its buffer is reused).
 // in, when not nil, is the JSON body.
-func (c *Client) send(ctx context.Context, method, path string, in any) (int, []byte, error) {
+func (c *Client) send(ctx context.Context, method, path string, in any, read func(status int, body []byte) error) error {
 	var body io.Reader
+	hdr := c.hdr
 	if in != nil {
+		// Not from c.bufs: a transport may still read a request body
+		// after RoundTrip returned.
 		b, err := json.Marshal(in)
 		if err != nil {
-			return 0, nil, fmt.Errorf("client: encode %s %s: %w", method, path, err)
+			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		body, hdr = bytes.NewReader(b), c.jsonHdr
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return 0, nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	req.Header = hdr
+	var resp *http.Response
+	if c.rt != nil {
+		resp, err = c.rt.RoundTrip(req)
+	} else {
+		resp, err = c.hc.Do(req)
 	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+	if resp.ContentLength > maxAnswerBytes {
+		return fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
 	}
-	return resp.StatusCode, b, nil
+	buf := c.bufs.Get().(*bytes.Buffer)
+	defer c.putBuf(buf)
+	buf.Reset()
+	if resp.ContentLength > 0 {
+		buf.Grow(int(resp.ContentLength))
+	}
+	if _, err := buf.ReadFrom(&io.LimitedReader{R: resp.Body, N: maxAnswerBytes}); err != nil {
+		return fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+	}
+	return read(resp.StatusCode, buf.Bytes())
+}
+
+// putBuf keeps buf for reuse unless a large answer grew it.
+func (c *Client) putBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 64<<10 {
+		c.bufs.Put(buf)
+	}
 }
 
 // do sends one request; out, when not nil, receives the JSON response. A
 // non-2xx answer is an *api.Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	status, b, err := c.send(ctx, method, path, in)
-	if err != nil {
-		return err
-	}
-	if status < 200 || status > 299 {
-		return apiError(status, b)
-	}
-	if out == nil || len(b) == 0 {
+	return c.send(ctx, method, path, in, func(status int, b []byte) error {
+		if status < 200 || status > 299 {
+			return apiError(status, b)
+		}
+		if out == nil || len(b) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("client: %s %s: decode the response: %w", method, path, err)
+		}
 		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("client: %s %s: decode the response: %w", method, path, err)
-	}
-	return nil
+	})
 }
 
 func apiError(status int, body []byte) *api.Error {
@@ -153,20 +190,19 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 // *api.Error with status 422 and code "rejected".
 func (c *Client) Reload(ctx context.Context) (api.ReloadResult, error) {
 	var res api.ReloadResult
-	status, b, err := c.send(ctx, http.MethodPost, "/v1/reload", nil)
-	switch {
-	case err != nil:
-		return res, err
-	case status == http.StatusOK || status == http.StatusUnprocessableEntity:
+	err := c.send(ctx, http.MethodPost, "/v1/reload", nil, func(status int, b []byte) error {
+		if status != http.StatusOK && status != http.StatusUnprocessableEntity {
+			return apiError(status, b)
+		}
 		if err := json.Unmarshal(b, &res); err != nil {
-			return res, fmt.Errorf("client: POST /v1/reload: decode the response: %w", err)
+			return fmt.Errorf("client: POST /v1/reload: decode the response: %w", err)
 		}
 		if !res.OK {
-			return res, &api.Error{Code: "rejected", Message: res.Error, Status: status}
+			return &api.Error{Code: "rejected", Message: res.Error, Status: status}
 		}
-		return res, nil
-	}
-	return res, apiError(status, b)
+		return nil
+	})
+	return res, err
 }
 
 // Pools is GET /v1/pools.
