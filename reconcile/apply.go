@@ -45,8 +45,6 @@ type ApplyOptions struct {
 	// calls finish, what is done is recorded, and the rest is skipped.
 	// Cancelling ctx instead aborts in-flight calls too.
 	Stop <-chan struct{}
-	// Clock defaults to the wall clock.
-	Clock Clock
 	// Lock, when set, is a lock the caller already holds (LockState);
 	// Apply uses it and leaves releasing it to the caller. Otherwise Apply
 	// takes the lock itself with Who, Operation, LockTimeout and LockTTL.
@@ -142,9 +140,6 @@ func Apply(ctx context.Context, plan *Plan, live Live, opts ApplyOptions) (_ *Ap
 	if opts.StillInterval <= 0 {
 		opts.StillInterval = 10 * time.Second
 	}
-	if opts.Clock == nil {
-		opts.Clock = realClock{}
-	}
 	if opts.Operation == "" {
 		opts.Operation = "apply"
 	}
@@ -177,7 +172,7 @@ func Apply(ctx context.Context, plan *Plan, live Live, opts ApplyOptions) (_ *Ap
 	held := opts.Lock
 	if held == nil {
 		var err error
-		held, err = LockState(ctx, live, LockOptions{Who: opts.Who, Operation: opts.Operation, Timeout: opts.LockTimeout, TTL: opts.LockTTL, Clock: opts.Clock})
+		held, err = LockState(ctx, live, LockOptions{Who: opts.Who, Operation: opts.Operation, Timeout: opts.LockTimeout, TTL: opts.LockTTL})
 		if err != nil {
 			a.skipRest(err)
 			return a.res, err
@@ -246,7 +241,7 @@ func (a *applier) result(addr Address) *ChangeResult { return a.status[addr] }
 // track runs fn as the change at addr, with progress events and its result.
 func (a *applier) track(addr Address, act Action, fn func() error) error {
 	r := a.result(addr)
-	start := a.opts.Clock.Now()
+	start := time.Now()
 	a.emit(Event{Address: addr, Action: act, Kind: EventStart})
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -257,15 +252,15 @@ func (a *applier) track(addr Address, act Action, fn func() error) error {
 			select {
 			case <-done:
 				return
-			case <-a.opts.Clock.After(a.opts.StillInterval):
-				a.emit(Event{Address: addr, Action: act, Kind: EventStill, Elapsed: a.opts.Clock.Now().Sub(start)})
+			case <-time.After(a.opts.StillInterval):
+				a.emit(Event{Address: addr, Action: act, Kind: EventStill, Elapsed: time.Now().Sub(start)})
 			}
 		}
 	}()
 	err := fn()
 	close(done)
 	wg.Wait()
-	elapsed := a.opts.Clock.Now().Sub(start)
+	elapsed := time.Now().Sub(start)
 	a.finish(r, err, elapsed)
 	return err
 }
@@ -321,12 +316,12 @@ func (a *applier) bootstrapTables(ctx context.Context) error {
 	}
 	// One idempotent call creates every missing table; report it per table.
 	a.res.Started = true
-	start := a.opts.Clock.Now()
+	start := time.Now()
 	for _, c := range creates {
 		a.emit(Event{Address: c.Address, Action: Create, Kind: EventStart})
 	}
 	err := a.live.Tables.EnsureTables(ctx)
-	elapsed := a.opts.Clock.Now().Sub(start)
+	elapsed := time.Now().Sub(start)
 	for _, c := range creates {
 		a.finish(a.result(c.Address), err, elapsed)
 	}
@@ -764,7 +759,7 @@ func (a *applier) writeDoc(ctx context.Context, prev, next *RuntimeDoc, version 
 		}
 		return version, nil
 	}
-	start := a.opts.Clock.Now()
+	start := time.Now()
 	for _, c := range carried {
 		if c.Address.Type != TypeQueue {
 			a.emit(Event{Address: c.Address, Action: c.Action, Kind: EventStart})
@@ -777,7 +772,7 @@ func (a *applier) writeDoc(ctx context.Context, prev, next *RuntimeDoc, version 
 		} else {
 			err = fmt.Errorf("write the runtime document: %w", err)
 		}
-		elapsed := a.opts.Clock.Now().Sub(start)
+		elapsed := time.Now().Sub(start)
 		for _, c := range carried {
 			if c.Address.Type != TypeQueue {
 				a.finish(a.result(c.Address), err, elapsed)
@@ -785,7 +780,7 @@ func (a *applier) writeDoc(ctx context.Context, prev, next *RuntimeDoc, version 
 		}
 		return version, err
 	}
-	elapsed := a.opts.Clock.Now().Sub(start)
+	elapsed := time.Now().Sub(start)
 	for _, c := range carried {
 		if c.Address.Type != TypeQueue {
 			a.finish(a.result(c.Address), nil, elapsed)

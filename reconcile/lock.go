@@ -28,10 +28,10 @@ func newID() string {
 // acquireLock takes the state lock, retrying while another holder has it
 // until timeout has passed. The returned error, when the lock stayed held,
 // wraps the *LockedError with the holder's info.
-func acquireLock(ctx context.Context, l backend.Locker, info backend.LockInfo, ttl, timeout time.Duration, clock Clock) (backend.LockInfo, error) {
-	deadline := clock.Now().Add(timeout)
+func acquireLock(ctx context.Context, l backend.Locker, info backend.LockInfo, ttl, timeout time.Duration) (backend.LockInfo, error) {
+	deadline := time.Now().Add(timeout)
 	for {
-		info.Created = clock.Now()
+		info.Created = time.Now()
 		info.Expires = info.Created.Add(ttl)
 		got, err := l.Lock(ctx, info, ttl)
 		if err == nil {
@@ -44,7 +44,7 @@ func acquireLock(ctx context.Context, l backend.Locker, info backend.LockInfo, t
 		if !errors.As(err, &locked) {
 			return backend.LockInfo{}, fmt.Errorf("acquire the state lock: %w", err)
 		}
-		left := deadline.Sub(clock.Now())
+		left := deadline.Sub(time.Now())
 		if left <= 0 {
 			if timeout > 0 {
 				return backend.LockInfo{}, fmt.Errorf("acquire the state lock (gave up after -lock-timeout=%s): %w", timeout, err)
@@ -54,7 +54,7 @@ func acquireLock(ctx context.Context, l backend.Locker, info backend.LockInfo, t
 		select {
 		case <-ctx.Done():
 			return backend.LockInfo{}, fmt.Errorf("acquire the state lock: %w", ctx.Err())
-		case <-clock.After(min(left, lockRetryInterval)):
+		case <-time.After(min(left, lockRetryInterval)):
 		}
 	}
 }
@@ -69,8 +69,6 @@ type LockOptions struct {
 	// TTL is the lease (default 1m), renewed every third of it until
 	// Release, so a killed process frees the lock by itself.
 	TTL time.Duration
-	// Clock defaults to the wall clock.
-	Clock Clock
 }
 
 // HeldLock is the stack's state lock, held and renewed in the background
@@ -93,21 +91,18 @@ func LockState(ctx context.Context, live Live, opts LockOptions) (*HeldLock, err
 	if opts.TTL <= 0 {
 		opts.TTL = time.Minute
 	}
-	if opts.Clock == nil {
-		opts.Clock = realClock{}
-	}
 	if opts.Who == "" {
 		opts.Who = DefaultWho()
 	}
 	if live.Lock == nil {
 		return nil, errors.New("the backend has no state lock")
 	}
-	info, err := acquireLock(ctx, live.Lock, backend.LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.TTL, opts.Timeout, opts.Clock)
+	info, err := acquireLock(ctx, live.Lock, backend.LockInfo{ID: newID(), Who: opts.Who, Operation: opts.Operation}, opts.TTL, opts.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	h := &HeldLock{info: info, locker: live.Lock, lost: make(chan error, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go h.renew(context.WithoutCancel(ctx), opts.TTL, opts.Clock)
+	go h.renew(context.WithoutCancel(ctx), opts.TTL)
 	return h, nil
 }
 
@@ -118,13 +113,13 @@ func (h *HeldLock) Info() backend.LockInfo { return h.info }
 // may hold the lock now, and nothing more should be changed under it.
 func (h *HeldLock) Lost() <-chan error { return h.lost }
 
-func (h *HeldLock) renew(ctx context.Context, ttl time.Duration, clock Clock) {
+func (h *HeldLock) renew(ctx context.Context, ttl time.Duration) {
 	defer close(h.done)
 	for {
 		select {
 		case <-h.stop:
 			return
-		case <-clock.After(ttl / 3):
+		case <-time.After(ttl / 3):
 		}
 		// A renewal that takes longer than a third of the lease is as good
 		// as failed, and must not hold up Release.

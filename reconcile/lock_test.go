@@ -6,68 +6,61 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
 )
 
 func TestHeldLockRenewsAndReleasesOnce(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeBackend()
-	clock := newFakeClock()
-	f.now = clock.Now
-	h, err := LockState(ctx, f.live(), LockOptions{Who: "a@b", Operation: "apply", TTL: 30 * time.Second, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h.Info().Who != "a@b" || h.Info().ID == "" {
-		t.Fatalf("info = %+v", h.Info())
-	}
-	// Three renewals keep the lease ahead of the clock.
-	for range 3 {
-		clock.step(t, 10*time.Second)
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeBackend()
+		h, err := LockState(ctx, f.live(), LockOptions{Who: "a@b", Operation: "apply", TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Info().Who != "a@b" || h.Info().ID == "" {
+			t.Fatalf("info = %+v", h.Info())
+		}
+		// Renewals every third of the lease keep it a full lease ahead.
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
 		f.mu.Lock()
 		exp := f.lock.Expires
 		f.mu.Unlock()
-		if exp.After(clock.Now().Add(15 * time.Second)) {
-			break
+		if want := time.Now().Add(30 * time.Second); !exp.Equal(want) {
+			t.Fatalf("lease expires %v after three renewals; want %v", exp, want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease not renewed: expires %v, now %v", exp, clock.Now())
+		// A second taker fails with the holder's info.
+		_, err = LockState(ctx, f.live(), LockOptions{Who: "x@y"})
+		var le *backend.LockedError
+		if !errors.As(err, &le) || le.Holder.Who != "a@b" {
+			t.Fatalf("second LockState: %v", err)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	// A second taker fails with the holder's info.
-	_, err = LockState(ctx, f.live(), LockOptions{Who: "x@y", Clock: clock})
-	var le *backend.LockedError
-	if !errors.As(err, &le) || le.Holder.Who != "a@b" {
-		t.Fatalf("second LockState: %v", err)
-	}
-	// Concurrent releases unlock exactly once.
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for i := range errs {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = h.Release(ctx) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatalf("Release: %v", err)
+		// Concurrent releases unlock exactly once.
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = h.Release(ctx) }()
 		}
-	}
-	unlocks := 0
-	for _, c := range callsOf(f) {
-		if c == "Unlock" {
-			unlocks++
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("Release: %v", err)
+			}
 		}
-	}
-	if unlocks != 1 || f.lock != nil {
-		t.Fatalf("%d unlocks, lock %+v", unlocks, f.lock)
-	}
+		unlocks := 0
+		for _, c := range callsOf(f) {
+			if c == "Unlock" {
+				unlocks++
+			}
+		}
+		if unlocks != 1 || f.lock != nil {
+			t.Fatalf("%d unlocks, lock %+v", unlocks, f.lock)
+		}
+	})
 }
 
 func TestHeldLockReleaseReportsFailure(t *testing.T) {
@@ -103,34 +96,32 @@ func (hangingRenew) Renew(ctx context.Context, _ string, _ time.Duration) error 
 // TestHeldLockHungRenewal: a renewal that hangs counts as a lost lock after
 // a third of the lease, and never holds up Release.
 func TestHeldLockHungRenewal(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeBackend()
-	clock := newFakeClock()
-	f.now = clock.Now
-	live := f.live()
-	live.Lock = hangingRenew{live.Lock}
-	const ttl = 300 * time.Millisecond
-	h, err := LockState(ctx, live, LockOptions{Who: "a@b", TTL: ttl, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clock.step(t, ttl/3) // the renewal starts and hangs
-	select {
-	case err := <-h.Lost():
-		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "lost the state lock") {
-			t.Fatalf("Lost: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a hung renewal was never reported as a lost lock")
-	}
-	done := make(chan error, 1)
-	go func() { done <- h.Release(ctx) }()
-	select {
-	case err := <-done:
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newFakeBackend()
+		live := f.live()
+		live.Lock = hangingRenew{live.Lock}
+		const ttl = 30 * time.Second
+		h, err := LockState(ctx, live, LockOptions{Who: "a@b", TTL: ttl})
 		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		select {
+		case err := <-h.Lost():
+			if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "lost the state lock") {
+				t.Fatalf("Lost: %v", err)
+			}
+		case <-time.After(time.Hour):
+			t.Fatal("a hung renewal was never reported as a lost lock")
+		}
+		// The renewal started after a third of the lease and was given
+		// another third.
+		if got := time.Since(start); got != 2*ttl/3 {
+			t.Errorf("lost after %v; want %v", got, 2*ttl/3)
+		}
+		if err := h.Release(ctx); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Release hung behind the renewal")
-	}
+	})
 }

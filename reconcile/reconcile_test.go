@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
@@ -353,62 +354,53 @@ func TestStalePlanIsRefused(t *testing.T) {
 }
 
 func TestApplyWaitsForLockThenFails(t *testing.T) {
-	f := newFakeBackend()
-	holder := backend.LockInfo{ID: "abc123", Who: "bob@ci-7", Operation: "apply", Created: time.Now()}
-	if _, err := f.Lock(context.Background(), holder, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	clock := newFakeClock()
-	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: 2 * time.Second, Clock: clock})
-		done <- err
-	}()
-	// Four retries of 500ms exhaust the 2s timeout.
-	for range 4 {
-		clock.step(t, lockRetryInterval)
-	}
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("apply did not give up on the lock")
-	}
-	var le *backend.LockedError
-	if !errors.As(err, &le) || le.Holder.Who != "bob@ci-7" || !strings.Contains(err.Error(), "-lock-timeout=2s") || !strings.Contains(err.Error(), "rpd force-unlock abc123") {
-		t.Fatalf("err = %v", err)
-	}
-	if len(f.queueNames()) != 0 {
-		t.Error("applied without the lock")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeBackend()
+		holder := backend.LockInfo{ID: "abc123", Who: "bob@ci-7", Operation: "apply", Created: time.Now()}
+		if _, err := f.Lock(context.Background(), holder, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+		start := time.Now()
+		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: 2 * time.Second})
+		if waited := time.Since(start); waited != 2*time.Second {
+			t.Errorf("gave up after %v; want the -lock-timeout, 2s", waited)
+		}
+		var le *backend.LockedError
+		if !errors.As(err, &le) || le.Holder.Who != "bob@ci-7" || !strings.Contains(err.Error(), "-lock-timeout=2s") || !strings.Contains(err.Error(), "rpd force-unlock abc123") {
+			t.Fatalf("err = %v", err)
+		}
+		if len(f.queueNames()) != 0 {
+			t.Error("applied without the lock")
+		}
+	})
 }
 
 func TestApplyWaitsForLockThenSucceeds(t *testing.T) {
-	f := newFakeBackend()
-	if _, err := f.Lock(context.Background(), backend.LockInfo{ID: "other", Who: "bob@x"}, time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	clock := newFakeClock()
-	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: time.Minute, Clock: clock})
-		done <- err
-	}()
-	clock.step(t, lockRetryInterval)
-	if err := f.Unlock(context.Background(), "other"); err != nil {
-		t.Fatal(err)
-	}
-	clock.step(t, lockRetryInterval)
-	select {
-	case err := <-done:
-		if err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeBackend()
+		if _, err := f.Lock(context.Background(), backend.LockInfo{ID: "other", Who: "bob@x"}, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("apply did not take the released lock")
-	}
+		p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			_, err := Apply(context.Background(), p, f.live(), ApplyOptions{LockTimeout: time.Minute})
+			done <- err
+		}()
+		// Attempts at 0 and 500ms fail; the other holder lets go at 750ms.
+		time.Sleep(3 * lockRetryInterval / 2)
+		if err := f.Unlock(context.Background(), "other"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 2*lockRetryInterval {
+			t.Errorf("took the released lock after %v; want the next retry, at %v", took, 2*lockRetryInterval)
+		}
+	})
 }
 
 func TestPartialFailureContinuesIndependentChanges(t *testing.T) {
@@ -649,39 +641,34 @@ func TestStopAfterQueuesRecordsThem(t *testing.T) {
 }
 
 func TestProgressEvents(t *testing.T) {
-	f := newFakeBackend()
-	clock := newFakeClock()
-	release := make(chan struct{})
-	f.fail = func(call string) error {
-		if call == "CreateQueue ci-rp-medium" {
-			f.mu.Unlock()
-			// Two timers wait: the lock renewal and the "still" ticker.
-			clock.stepWhen(t, 2, 10*time.Second)
-			clock.stepWhen(t, 2, 10*time.Second)
-			<-release
-			f.mu.Lock()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeBackend()
+		f.fail = func(call string) error {
+			if call == "CreateQueue ci-rp-medium" {
+				f.mu.Unlock()
+				time.Sleep(25 * time.Second)
+				f.mu.Lock()
+			}
+			return nil
 		}
-		return nil
-	}
-	var events []string
-	cfg := testConfig("ci")
-	cfg.RunnerClasses = cfg.RunnerClasses[:1]
-	p := mustPlan(t, cfg, f.live(), PlanOptions{})
-	go func() {
-		time.Sleep(10 * time.Millisecond)
-		close(release)
-	}()
-	_, err := Apply(context.Background(), p, f.live(), ApplyOptions{Clock: clock, Parallelism: 1, Progress: func(e Event) {
-		if e.Address.Type == TypeQueue {
-			events = append(events, fmt.Sprintf("%d %s %s", e.Kind, e.Address, e.Elapsed))
+		var events []string
+		cfg := testConfig("ci")
+		cfg.RunnerClasses = cfg.RunnerClasses[:1]
+		p := mustPlan(t, cfg, f.live(), PlanOptions{})
+		_, err := Apply(context.Background(), p, f.live(), ApplyOptions{Parallelism: 1, Progress: func(e Event) {
+			if e.Address.Type == TypeQueue {
+				events = append(events, fmt.Sprintf("%d %s %s", e.Kind, e.Address, e.Elapsed))
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(events) < 3 || events[0] != "0 queue.medium 0s" || events[len(events)-1] != "2 queue.medium 20s" || !strings.HasPrefix(events[1], "1 queue.medium 10s") {
-		t.Fatalf("events = %q", events)
-	}
+		// The default StillInterval is 10s.
+		want := []string{"0 queue.medium 0s", "1 queue.medium 10s", "1 queue.medium 20s", "2 queue.medium 25s"}
+		if !slices.Equal(events, want) {
+			t.Fatalf("events = %q; want %q", events, want)
+		}
+	})
 }
 
 func TestWrongStackState(t *testing.T) {

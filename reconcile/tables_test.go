@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
@@ -83,48 +84,44 @@ func TestTablesBootstrapBeforeLock(t *testing.T) {
 }
 
 func TestLostLockStopsApply(t *testing.T) {
-	f := newFakeBackend()
-	clock := newFakeClock()
-	block := make(chan struct{})
-	f.fail = func(call string) error {
-		switch call {
-		case "Renew":
-			return errors.New("lock taken over")
-		case "CreateQueue ci-rp-medium":
-			f.mu.Unlock()
-			<-block
-			f.mu.Lock()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeBackend()
+		block := make(chan struct{})
+		f.fail = func(call string) error {
+			switch call {
+			case "Renew":
+				return errors.New("lock taken over")
+			case "CreateQueue ci-rp-medium":
+				f.mu.Unlock()
+				<-block
+				f.mu.Lock()
+			}
+			return nil
 		}
-		return nil
-	}
-	p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
-	done := make(chan error, 1)
-	var res *ApplyResult
-	go func() {
-		var err error
-		res, err = Apply(context.Background(), p, f.live(), ApplyOptions{Clock: clock, Parallelism: 1, LockTTL: 30 * time.Second})
-		done <- err
-	}()
-	// Renewal (every 10s) fails while the first queue is being created.
-	clock.stepWhen(t, 2, 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(callsOf(f), "Renew") && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	close(block)
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "lost the state lock") {
+		p := mustPlan(t, testConfig("ci"), f.live(), PlanOptions{})
+		done := make(chan error, 1)
+		var res *ApplyResult
+		go func() {
+			var err error
+			res, err = Apply(context.Background(), p, f.live(), ApplyOptions{Parallelism: 1, LockTTL: 30 * time.Second})
+			done <- err
+		}()
+		// The renewal, due after 10s, fails while the first queue is being created.
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if !slices.Contains(callsOf(f), "Renew") {
+			t.Fatal("no renewal after a third of the lease")
+		}
+		close(block)
+		if err := <-done; err == nil || !strings.Contains(err.Error(), "lost the state lock") {
 			t.Fatalf("err = %v", err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("apply did not end")
-	}
-	for _, r := range res.Results {
-		if r.Address.String() != "queue.medium" && r.Status != Skipped {
-			t.Errorf("%s: %s after the lock was lost", r.Address, r.Status)
+		for _, r := range res.Results {
+			if r.Address.String() != "queue.medium" && r.Status != Skipped {
+				t.Errorf("%s: %s after the lock was lost", r.Address, r.Status)
+			}
 		}
-	}
+	})
 }
 
 func callsOf(f *fakeBackend) []string {
