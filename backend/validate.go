@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -123,4 +124,22 @@ func ValidateBatch(handles []string) error {
 		seen[h] = true
 	}
 	return nil
+}
+
+// Both backends store times as Unix nanoseconds in an int64, which spans
+// 1677-09-21 to 2262-04-11. A time outside that span would wrap into another
+// one (a far-future threshold became a past one), so it is refused instead.
+var (
+	MinStoredTime = time.Unix(0, math.MinInt64+1).UTC()
+	MaxStoredTime = time.Unix(0, math.MaxInt64).UTC()
+)
+
+// ValidateStoredTime reports a time the backends cannot store without
+// wrapping; the zero time (stored as 0, "unset") is fine.
+func ValidateStoredTime(what string, t time.Time) error {
+	if t.IsZero() || (!t.Before(MinStoredTime) && !t.After(MaxStoredTime)) {
+		return nil
+	}
+	return fmt.Errorf("%s %s is outside the times the backend stores (%s to %s)",
+		what, t.UTC().Format(time.RFC3339), MinStoredTime.Format(time.RFC3339), MaxStoredTime.Format(time.RFC3339))
 }

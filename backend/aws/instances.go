@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -138,6 +139,9 @@ func (t *InstanceTable) Put(ctx context.Context, in pickup.Instance) error {
 	}
 	if in.UpdatedAt.IsZero() {
 		in.UpdatedAt = t.b.clock()
+	}
+	if err := backend.ValidateStoredTime("put instance "+in.ID+": threshold", in.Threshold); err != nil {
+		return err
 	}
 	table := t.b.tableName(RoleInstances)
 	if _, err := t.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: instanceItem(in)}); err != nil {

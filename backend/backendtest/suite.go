@@ -107,6 +107,7 @@ func Run(t *testing.T, f Factory) {
 		{"TransitionRace", testTransitionRace},
 		{"TransitionConditions", testTransitionConditions},
 		{"InstanceList", testInstanceList},
+		{"ThresholdRange", testThresholdRange},
 		{"TransientVsConditionFailed", testTransient},
 		{"StateCAS", testStateCAS},
 		{"StateCASRace", testStateCASRace},
@@ -673,6 +674,39 @@ func testTransitionConditions(t *testing.T, h *Harness) {
 	}
 	if _, err := h.Instances.Get(c, h.Prefix+"-nope"); !errors.Is(err, pickup.ErrNotFound) {
 		t.Errorf("Get of a missing record: %v; want ErrNotFound", err)
+	}
+}
+
+// testThresholdRange: a threshold the backend cannot store exactly is
+// refused by Put (it used to wrap: year 2300 became a time in 1715, the
+// claim then failed as a lost race and the runner was lost), and one at
+// the edge of the range round-trips and can be claimed.
+func testThresholdRange(t *testing.T, h *Harness) {
+	c := ctx(t)
+	now := h.Now()
+	far := h.Prefix + "-far"
+	for _, th := range []time.Time{
+		time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC),
+		backend.MaxStoredTime.Add(time.Nanosecond),
+		backend.MinStoredTime.Add(-time.Nanosecond),
+	} {
+		err := h.Instances.Put(c, pickup.Instance{ID: far, Class: "range", State: pickup.StateIdle, UsageClass: "spot", InstanceType: "m7g.large", CPU: 2, MemMiB: 8192, ResourceClass: "medium", Threshold: th})
+		if err == nil {
+			t.Errorf("Put with threshold %v: accepted a time the backend cannot store", th)
+		}
+	}
+	if _, err := h.Instances.Get(c, far); !errors.Is(err, pickup.ErrNotFound) {
+		t.Errorf("Get after refused Puts: %v; want ErrNotFound", err)
+	}
+	edge := h.Prefix + "-edge"
+	th := time.Date(2262, 1, 1, 0, 0, 0, 123, time.UTC)
+	putIdle(t, h, edge, "range", th)
+	got, err := h.Instances.Get(c, edge)
+	if err != nil || !got.Threshold.Equal(th) {
+		t.Fatalf("Get of a threshold in 2262: %v, %v; want %v", got.Threshold, err, th)
+	}
+	if _, err := h.Instances.Transition(c, pickup.Transition{ID: edge, From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "t", Now: now}); err != nil {
+		t.Errorf("claim of an entry with a threshold in 2262: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -33,6 +34,9 @@ func (t *InstanceTable) Put(ctx context.Context, in pickup.Instance) error {
 	}
 	if in.UpdatedAt.IsZero() {
 		in.UpdatedAt = t.b.now()
+	}
+	if err := backend.ValidateStoredTime("put instance "+in.ID+": threshold", in.Threshold); err != nil {
+		return err
 	}
 	_, err := t.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO instances (`+instanceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		in.ID, in.Class, string(in.State), in.Owner, in.UsageClass, in.InstanceType, in.CPU, in.MemMiB, in.ResourceClass, nanos(in.Threshold), nanos(in.UpdatedAt))

@@ -114,6 +114,7 @@ func TestRequirementsMatch(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	now := time.Date(2025, 5, 31, 12, 0, 0, 0, time.UTC)
+	seedThreshold := time.Date(2025, 5, 31, 12, 20, 0, 0, time.UTC)
 	cfg := pickup.Config{Class: "medium", CPU: 2, Mem: 4 << 30, InstanceTypes: []string{"c6i.*"}}
 	cases := []struct {
 		name   string
@@ -132,6 +133,8 @@ func TestClassify(t *testing.T) {
 		{"type outside class", pickup.Config{Class: "medium", InstanceTypes: []string{"m6i.*"}}, seedBody, now, pickup.Discard, pickup.ReasonClassMismatch},
 		{"undeclared specs", pickup.Config{Class: "medium"}, seedBody, now, pickup.PassOn, 0},
 		{"malformed", cfg, "{}", now, pickup.Discard, pickup.ReasonMalformed},
+		{"threshold too far ahead", cfg, seedBody, seedThreshold.Add(-pickup.MaxThresholdAhead - time.Second), pickup.Discard, pickup.ReasonMalformed},
+		{"threshold at the far edge", cfg, seedBody, seedThreshold.Add(-pickup.MaxThresholdAhead), pickup.PassOn, 0},
 	}
 	for _, c := range cases {
 		got, _, err := pickup.Classify(c.cfg, pickup.Requirements{UsageClass: pickup.UsageOnDemand}, c.body, c.now)

@@ -83,8 +83,15 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
-// checkClass returns a *DiscardError when e contradicts the runner class c
-// or has expired at now, nil when e is a valid entry of the class.
+// MaxThresholdAhead is how far past now an entry's threshold may lie. No
+// idle runner waits a year for work, and a far-future time is a unit
+// mistake or an attack: a threshold beyond the backends' stored range (year
+// 2262) used to wrap into the past and lose the runner.
+const MaxThresholdAhead = 366 * 24 * time.Hour
+
+// checkClass returns a *DiscardError when e contradicts the runner class c,
+// has expired at now or has a threshold more than MaxThresholdAhead away,
+// nil when e is a valid entry of the class.
 func checkClass(c *Config, e Entry, now time.Time) *DiscardError {
 	mismatch := func(format string, args ...any) *DiscardError {
 		return &DiscardError{Reason: ReasonClassMismatch, InstanceID: e.InstanceID, Detail: fmt.Sprintf(format, args...)}
@@ -100,6 +107,9 @@ func checkClass(c *Config, e Entry, now time.Time) *DiscardError {
 	}
 	if !e.Threshold.After(now) {
 		return &DiscardError{Reason: ReasonExpired, InstanceID: e.InstanceID, Detail: fmt.Sprintf("threshold %s is not after %s", e.Threshold.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))}
+	}
+	if e.Threshold.After(now.Add(MaxThresholdAhead)) {
+		return &DiscardError{Reason: ReasonMalformed, InstanceID: e.InstanceID, Detail: fmt.Sprintf("threshold %s is more than %v after %s; use a time within a year", e.Threshold.UTC().Format(time.RFC3339), MaxThresholdAhead, now.UTC().Format(time.RFC3339))}
 	}
 	return nil
 }
