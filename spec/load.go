@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
 
 // Loader loads configurations and remembers every file it parsed, so that
@@ -155,7 +156,16 @@ func (l *Loader) LoadFS(fsys fs.FS, vars Vars) (*Config, hcl.Diagnostics) {
 // duplicates; resolve variables and locals; decode and validate each block;
 // check cross-object rules (queue name collisions). Every problem found is
 // reported, not only the first.
+//
+// No diagnostic shows the token attribute's expression (see redactToken).
 func (l *Loader) LoadSources(srcs map[string][]byte, vars Vars) (*Config, hcl.Diagnostics) {
+	var token *hcl.Range
+	cfg, diags := l.loadSources(srcs, vars, &token)
+	redactToken(diags, srcs, token)
+	return cfg, diags
+}
+
+func (l *Loader) loadSources(srcs map[string][]byte, vars Vars, token **hcl.Range) (*Config, hcl.Diagnostics) {
 	names := make([]string, 0, len(srcs))
 	for n := range srcs {
 		names = append(names, n)
@@ -178,6 +188,11 @@ func (l *Loader) LoadSources(srcs map[string][]byte, vars Vars) (*Config, hcl.Di
 
 	m, ds := gather(files)
 	diags = append(diags, ds...)
+	if m.rpd != nil {
+		if body, ok := m.rpd.Body.(*hclsyntax.Body); ok && body.Attributes["token"] != nil {
+			*token = body.Attributes["token"].SrcRange.Ptr()
+		}
+	}
 	if diags.HasErrors() && len(files) < len(names) {
 		// A file that doesn't parse may declare the variables, locals or
 		// objects that the others refer to: decoding them now would only add
