@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,43 @@ func TestLongPollOutlivesTheBodyDeadline(t *testing.T) {
 	}
 	status, body := td.raw(t, "POST", "/v1/pools/db/acquire", `{"wait_seconds":0.5}`)
 	wantAPIError(t, status, body, http.StatusRequestTimeout, api.CodeTimeout)
+}
+
+// TestFarFutureThresholdRefused: an offer with a threshold in 2300 used to
+// answer 200 idle while the SQLite table stored a wrapped (past) time, so
+// the runner was lost at its first claim. It is a 400 now, and nothing is
+// recorded.
+func TestFarFutureThresholdRefused(t *testing.T) {
+	td := startDaemon(t, hostileHCL)
+	body := `{"instance_id":"i-far","usage_class":"on-demand","instance_type":"c6i.large","cpu":2,"mem":4096,"resource_class":"m","threshold":"2300-01-01T00:00:00Z"}`
+	status, resp := td.raw(t, "POST", "/v1/classes/m/instances", body)
+	e := wantAPIError(t, status, resp, http.StatusBadRequest, api.CodeBadRequest)
+	if !strings.Contains(e.Message, "threshold 2300-01-01T00:00:00Z is more than") {
+		t.Fatalf("message %q does not explain the threshold", e.Message)
+	}
+	status, resp = td.raw(t, "POST", "/v1/instances/i-far/release", `{}`)
+	wantAPIError(t, status, resp, http.StatusNotFound, api.CodeNotFound)
+}
+
+// TestTokenNeverInReloadErrors: a token written without quotes is an
+// unknown reference; the rejected reload's error, /v1/status and the log
+// say where the token is but never show it.
+func TestTokenNeverInReloadErrors(t *testing.T) {
+	const secret = "CfgT0ken-5e3c2b"
+	var logs syncBuffer
+	td := startDaemon(t, hostileHCL, func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
+	writeFile(t, filepath.Join(td.dir, "rpd.hcl"), strings.Replace(rpdBlock(td.state), "rpd {\n", "rpd {\n  token = "+secret+"\n", 1))
+	res := td.d.Reload(ctxT(t))
+	if res.OK || !strings.Contains(res.Error, "token attribute") {
+		t.Fatalf("reload = %+v; want a rejection naming the token attribute", res)
+	}
+	status, body := td.raw(t, "GET", "/v1/status", "")
+	if status != http.StatusOK || !strings.Contains(body, "token attribute") {
+		t.Fatalf("status: %d %s; want the rejected reload", status, body)
+	}
+	for what, text := range map[string]string{"reload result": res.Error, "/v1/status": body, "log": logs.String()} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the token reached the %s: %s", what, text)
+		}
+	}
 }
