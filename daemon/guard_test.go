@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/faulty"
 )
 
 const hostileHCL = `
@@ -267,5 +268,32 @@ func TestTokenNeverInReloadErrors(t *testing.T) {
 		if strings.Contains(text, secret) {
 			t.Errorf("the token reached the %s: %s", what, text)
 		}
+	}
+}
+
+// TestReadyzWhenGrantsCannotBeWritten: a backend that reads but cannot
+// write (what a read-only database or a full disk looks like to the grant
+// store) made /readyz answer 200 while every grant failed with 500. Now
+// /readyz probes a write and answers 503 with the reason.
+func TestReadyzWhenGrantsCannotBeWritten(t *testing.T) {
+	td := startDaemon(t, hostileHCL)
+	if status, body := td.raw(t, "GET", "/readyz", ""); status != http.StatusOK {
+		t.Fatalf("readyz on a healthy backend: %d %s", status, body)
+	}
+	store := td.d.grants.store
+	td.d.grants.store = faulty.New(faulty.Fault{Op: faulty.PutGrant, Fail: true}).Grants(store)
+	status, body := td.raw(t, "GET", "/readyz", "")
+	e := wantAPIError(t, status, body, http.StatusServiceUnavailable, api.CodeNotReady)
+	if !strings.Contains(e.Message, "grants cannot be recorded") || !strings.Contains(e.Message, "injected") {
+		t.Fatalf("readyz message %q does not give the reason", e.Message)
+	}
+	status, body = td.raw(t, "POST", "/v1/budgets/scan/permits", `{"scan_ring_bytes":1}`)
+	wantAPIError(t, status, body, http.StatusInternalServerError, api.CodeInternal)
+	td.d.grants.store = store
+	if status, body := td.raw(t, "GET", "/readyz", ""); status != http.StatusOK {
+		t.Fatalf("readyz after the backend recovered: %d %s", status, body)
+	}
+	if recs, err := store.LoadGrants(ctxT(t)); err != nil || len(recs) != 0 {
+		t.Fatalf("records after probes: %v, %v; want none (the probe deletes its own)", recs, err)
 	}
 }

@@ -245,7 +245,9 @@ func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// readyz is 200 when a configuration is active and the backend answers.
+// readyz is 200 when a configuration is active, the backend answers, and
+// a grant record can be written: a daemon that can read but not write (a
+// read-only database, a full disk) would answer every grant with 500.
 func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	if d.reloader.state().version == 0 {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "no configuration is active yet")
@@ -253,6 +255,10 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := d.backend.Ping(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "backend unreachable: "+err.Error())
+		return
+	}
+	if err := d.grants.probe(r.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "grants cannot be recorded, so every grant would fail: "+err.Error()+"; check that the backend is writable (file permissions, disk space, IAM)")
 		return
 	}
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -30,6 +31,9 @@ const (
 	Get                   Op = "Get"
 	Transition            Op = "Transition"
 	List                  Op = "List"
+	PutGrant              Op = "PutGrant"
+	DeleteGrant           Op = "DeleteGrant"
+	LoadGrants            Op = "LoadGrants"
 )
 
 // Fault is what happens to one call of Op.
@@ -226,6 +230,35 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
 	var out []pickup.Instance
 	err := t.in.do(ctx, List, func() (err error) { out, err = t.t.List(ctx, class, state); return err })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Grants wraps g.
+func (in *Injector) Grants(g backend.GrantStore) *GrantStore { return &GrantStore{in: in, g: g} }
+
+// GrantStore is a backend.GrantStore with injected faults: a failing
+// PutGrant is what a grant meets on a read-only database or a full disk.
+type GrantStore struct {
+	in *Injector
+	g  backend.GrantStore
+}
+
+var _ backend.GrantStore = (*GrantStore)(nil)
+
+func (g *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error {
+	return g.in.do(ctx, PutGrant, func() error { return g.g.PutGrant(ctx, id, body) })
+}
+
+func (g *GrantStore) DeleteGrant(ctx context.Context, id string) error {
+	return g.in.do(ctx, DeleteGrant, func() error { return g.g.DeleteGrant(ctx, id) })
+}
+
+func (g *GrantStore) LoadGrants(ctx context.Context) (map[string][]byte, error) {
+	var out map[string][]byte
+	err := g.in.do(ctx, LoadGrants, func() (err error) { out, err = g.g.LoadGrants(ctx); return err })
 	if err != nil {
 		return nil, err
 	}
