@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/client"
 	"github.com/rpdhq/rpd/daemon"
+	"github.com/rpdhq/rpd/daemon/statuspage"
 )
 
 // These tests load the page in headless Chromium (Debian's chromium
@@ -492,4 +494,35 @@ func TestPageFitsAPhone(t *testing.T) {
 	if over > 0 {
 		t.Fatalf("the page is %dpx wider than a 390px screen", over)
 	}
+}
+
+// A standby replica shows its role and the leader it forwards to (the
+// fields of GET /v1/status when the daemon runs replicas), here from a
+// stand-in API.
+func TestPageShowsTheLeader(t *testing.T) {
+	page := statuspage.New()
+	mux := http.NewServeMux()
+	for _, p := range page.Patterns() {
+		mux.Handle(p, page)
+	}
+	status := `{"mode":"watch","stack":"ha","config_version":3,"config_hash":"ab","state_version":3,
+		"last_reload":{"ok":true,"at":"2026-11-24T12:00:00Z"},"started_at":"2026-11-24T11:00:00Z",
+		"role":"standby","epoch":0,"config_matches_leader":false,
+		"leader":{"holder":"host-a","address":"http://10.0.0.2:7070","mode":"watch","epoch":7},
+		"components":{"pools":[],"budgets":[],"ceilings":[],"classes":[],"priorities":{}}}`
+	for path, body := range map[string]string{"GET /v1/status": status, "GET /v1/leases": `{"leases":[]}`, "GET /v1/classes": `{"classes":[]}`} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		})
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx := browser(t, 1280, 600)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#meta", "standby", 10*time.Second)
+	waitText(t, ctx, "#meta", "leader http://10.0.0.2:7070", liveWait)
+	waitText(t, ctx, "#meta", "config differs from the leader", liveWait)
 }

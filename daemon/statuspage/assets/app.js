@@ -167,9 +167,18 @@
       h('span', {}, 'state v' + st.state_version),
       h('span', { title: st.started_at }, 'up ' + span((Date.now() - Date.parse(st.started_at)) / 1000)),
     ];
-    // Present once the daemon runs replicas with a leader lease.
-    if (st.role) items.push(h('span', { class: 'badge ' + (st.role === 'leader' ? 'ok' : '') }, st.role));
-    if (st.leader) items.push(h('span', {}, 'leader ', h('code', {}, typeof st.leader === 'string' ? st.leader : (st.leader.id || st.leader.addr || JSON.stringify(st.leader)))));
+    // Replicas: this daemon's role, and the leader a standby forwards to.
+    if (st.role) {
+      const epoch = st.epoch || (st.leader && st.leader.epoch);
+      items.push(h('span', { class: 'badge ' + (st.role === 'leader' ? 'ok' : 'warn') }, st.role + (epoch ? ' · epoch ' + epoch : '')));
+    }
+    if (st.leader && st.role !== 'leader') {
+      const l = st.leader;
+      items.push(h('span', { title: l.since ? 'leader since ' + l.since : '' }, 'leader ', h('code', {}, l.address || l.holder || '?')));
+    }
+    if (st.role && st.config_matches_leader === false) {
+      items.push(h('span', { class: 'badge bad', title: 'this replica runs other configuration files than the leader' }, 'config differs from the leader'));
+    }
     const lr = st.last_reload || {};
     if (lr.ok) items.push(h('span', { class: 'ok-text', title: lr.at }, 'reloaded ' + ago(lr.at)));
     $('meta').replaceChildren(...items.filter(Boolean));
