@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -60,6 +61,11 @@ type Backend struct {
 
 	mu   sync.Mutex
 	urls map[string]string // queue name -> URL, filled by GetQueueUrl
+
+	// records writes the grant-record items by group commit (commit.go),
+	// started by the first such write.
+	recordsOnce sync.Once
+	records     *groupcommit.Queue[itemWrite]
 }
 
 var (

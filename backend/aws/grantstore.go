@@ -41,27 +41,15 @@ func (g *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 		"leaseId": s(grantPrefix + id),
 		"body":    &types.AttributeValueMemberB{Value: body},
 	}
-	if g.epoch != 0 {
-		return g.b.fencedPut(ctx, g.epoch, table, "put grant "+id, item)
-	}
-	if _, err := g.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
-		return ddbError("PutItem", table, fmt.Errorf("grant %s of stack %s: %w", id, g.b.stack, err))
-	}
-	return nil
+	key := map[string]types.AttributeValue{"stack": item["stack"], "leaseId": item["leaseId"]}
+	return g.b.writeItem(ctx, itemWrite{what: "put grant " + id, table: table, item: item, key: key, epoch: g.epoch})
 }
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (g *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	table := g.b.tableName(RoleLeases)
 	key := map[string]types.AttributeValue{"stack": s(g.b.stack), "leaseId": s(grantPrefix + id)}
-	if g.epoch != 0 {
-		return g.b.fencedDelete(ctx, g.epoch, table, "delete grant "+id, key)
-	}
-	_, err := g.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
-	if err != nil {
-		return ddbError("DeleteItem", table, fmt.Errorf("grant %s of stack %s: %w", id, g.b.stack, err))
-	}
-	return nil
+	return g.b.writeItem(ctx, itemWrite{what: "delete grant " + id, table: table, key: key, epoch: g.epoch})
 }
 
 // LoadGrants returns every record of the stack by ID (consistent Query).

@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -100,79 +99,4 @@ func (b *Backend) ReleaseLeader(ctx context.Context, holder string, epoch int64)
 		return ddbError("UpdateItem", table, fmt.Errorf("release the leader lease of stack %s: %w", b.stack, err))
 	}
 	return nil
-}
-
-// fenceCondition makes a write to a grant item conditional on no newer
-// leader having written it: items carry the epoch of their last writer.
-const fenceCondition = "attribute_not_exists(fence) OR fence <= :fence"
-
-// checkFence is the second half of a fenced write. DynamoDB cannot make a
-// write to one item conditional on another without a transaction (which
-// the emulators lack, and which costs twice the write), so a fenced write
-// is written first, then the leader item is read with a consistent read:
-// if epoch is still the stack's, the write happened before any takeover,
-// and the next leader (which restores after taking the lease) sees it; if
-// not, undo (best effort) runs and the call fails with backend.ErrFenced,
-// so no client is ever told of a grant the next leader may not count.
-func (b *Backend) checkFence(ctx context.Context, epoch int64, what string, undo func(context.Context) error) error {
-	l, err := b.ReadLeader(ctx)
-	if err != nil {
-		return fmt.Errorf("%s of stack %s: verify the leader epoch: %w", what, b.stack, err)
-	}
-	if l.Epoch == epoch {
-		return nil
-	}
-	var errs []error
-	if undo != nil {
-		if uerr := undo(ctx); uerr != nil {
-			errs = append(errs, fmt.Errorf("undo: %w", uerr))
-		}
-	}
-	return errors.Join(append([]error{fmt.Errorf("%s of stack %s: written under leader epoch %d, the stack's is %d: %w", what, b.stack, epoch, l.Epoch, backend.ErrFenced)}, errs...)...)
-}
-
-// fencedPut writes item conditional on fenceCondition and then checks the
-// fence; a newer writer's item, or a newer leader, fails with ErrFenced.
-func (b *Backend) fencedPut(ctx context.Context, epoch int64, table, what string, item map[string]types.AttributeValue) error {
-	item["fence"] = n(epoch)
-	_, err := b.ddb.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: &table, Item: item,
-		ConditionExpression:       awssdk.String(fenceCondition),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":fence": n(epoch)},
-	})
-	if isConditionFailed(err) {
-		return fmt.Errorf("%s of stack %s: a leader with an epoch above %d wrote it: %w", what, b.stack, epoch, backend.ErrFenced)
-	}
-	if err != nil {
-		return ddbError("PutItem", table, fmt.Errorf("%s of stack %s: %w", what, b.stack, err))
-	}
-	key := map[string]types.AttributeValue{"stack": item["stack"], "leaseId": item["leaseId"]}
-	return b.checkFence(ctx, epoch, what, func(ctx context.Context) error {
-		_, err := b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-			TableName: &table, Key: key,
-			ConditionExpression:       awssdk.String("fence = :fence"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":fence": n(epoch)},
-		})
-		if isConditionFailed(err) {
-			return nil // rewritten by the new leader: it is its record now
-		}
-		return err
-	})
-}
-
-// fencedDelete deletes key conditional on fenceCondition and then checks
-// the fence.
-func (b *Backend) fencedDelete(ctx context.Context, epoch int64, table, what string, key map[string]types.AttributeValue) error {
-	_, err := b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: &table, Key: key,
-		ConditionExpression:       awssdk.String(fenceCondition),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":fence": n(epoch)},
-	})
-	if isConditionFailed(err) {
-		return fmt.Errorf("%s of stack %s: a leader with an epoch above %d wrote it: %w", what, b.stack, epoch, backend.ErrFenced)
-	}
-	if err != nil {
-		return ddbError("DeleteItem", table, fmt.Errorf("%s of stack %s: %w", what, b.stack, err))
-	}
-	return b.checkFence(ctx, epoch, what, nil)
 }

@@ -22,6 +22,7 @@ type PoolStore struct {
 // Fence returns the store whose writes succeed only while epoch is the
 // stack's leader epoch (backend.Leader); a stale epoch fails with
 // backend.ErrFenced (see Backend.checkFence for how, without transactions).
+// Writes of concurrent callers are group-committed (commit.go).
 func (p *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: p.b, epoch: epoch} }
 
 // PutLease creates or replaces a record.
@@ -44,27 +45,15 @@ func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 			item[k] = s(v)
 		}
 	}
-	if p.epoch != 0 {
-		return p.b.fencedPut(ctx, p.epoch, table, "put pool lease "+rec.LeaseID, item)
-	}
-	if _, err := p.b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &table, Item: item}); err != nil {
-		return ddbError("PutItem", table, fmt.Errorf("pool lease %s of stack %s: %w", rec.LeaseID, p.b.stack, err))
-	}
-	return nil
+	key := map[string]types.AttributeValue{"stack": item["stack"], "leaseId": item["leaseId"]}
+	return p.b.writeItem(ctx, itemWrite{what: "put pool lease " + rec.LeaseID, table: table, item: item, key: key, epoch: p.epoch})
 }
 
 // DeleteLease removes a record; a missing one is not an error.
 func (p *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	table := p.b.tableName(RoleLeases)
 	key := map[string]types.AttributeValue{"stack": s(p.b.stack), "leaseId": s(leaseID)}
-	if p.epoch != 0 {
-		return p.b.fencedDelete(ctx, p.epoch, table, "delete pool lease "+leaseID, key)
-	}
-	_, err := p.b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &table, Key: key})
-	if err != nil {
-		return ddbError("DeleteItem", table, fmt.Errorf("pool lease %s of stack %s: %w", leaseID, p.b.stack, err))
-	}
-	return nil
+	return p.b.writeItem(ctx, itemWrite{what: "delete pool lease " + leaseID, table: table, key: key, epoch: p.epoch})
 }
 
 // LoadLeases returns every record of the stack (consistent Query), by lease ID.

@@ -43,10 +43,7 @@ func holdWriter(t *testing.T, b *Backend) func() {
 func waitQueued(t *testing.T, b *Backend, n int) {
 	t.Helper()
 	for i := 0; i < 2000; i++ {
-		b.records.mu.Lock()
-		got := len(b.records.queue)
-		b.records.mu.Unlock()
-		if got == n {
+		if b.records.Queued() == n {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -278,7 +275,7 @@ func TestGroupCommitCloseWritesQueuedThenRefuses(t *testing.T) {
 	}
 	waitQueued(t, b, 2)
 	closed := make(chan struct{})
-	go func() { b.records.close(); close(closed) }()
+	go func() { b.records.Close(); close(closed) }()
 	release()
 	<-closed
 	wg.Wait()

@@ -27,17 +27,17 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
 	if s.epoch == 0 {
-		return s.b.records.write(ctx, "put grant", id, &s.b.st.putGrant, 0, s.b.stack, id, body)
+		return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrant, 0, s.b.stack, id, body)
 	}
-	return s.b.records.write(ctx, "put grant", id, &s.b.st.putGrantFenced, s.epoch, s.b.stack, id, body, s.epoch)
+	return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrantFenced, s.epoch, s.b.stack, id, body, s.epoch)
 }
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	if s.epoch == 0 {
-		return s.b.records.write(ctx, "delete grant", id, &s.b.st.deleteGrant, 0, s.b.stack, id)
+		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, 0, s.b.stack, id)
 	}
-	return s.b.records.write(ctx, "delete grant", id, &s.b.st.deleteGrantFenced, s.epoch, s.b.stack, id, s.epoch)
+	return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrantFenced, s.epoch, s.b.stack, id, s.epoch)
 }
 
 // LoadGrants returns every record of the stack by ID.

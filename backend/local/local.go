@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 
@@ -48,7 +49,7 @@ type Backend struct {
 	rdb *sql.DB
 	st  stmts
 	// records writes the grant records by group commit (commit.go).
-	records *committer
+	records *groupcommit.Queue[recordWrite]
 }
 
 var (
@@ -112,14 +113,14 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	b.prepareStmts(ctx)
-	b.records = newCommitter(b)
+	b.records = groupcommit.New(maxBatch, b.commitRecords)
 	return b, nil
 }
 
 // Close closes the database. Calls after Close fail with a transient error.
 func (b *Backend) Close() error {
 	if b.records != nil {
-		b.records.close() // writes what is queued
+		b.records.Close() // writes what is queued
 	}
 	return errors.Join(b.closeStmts(), b.wdb.Close(), b.rdb.Close())
 }

@@ -27,10 +27,10 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
 	if s.epoch == 0 {
-		return s.b.records.write(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease, 0,
+		return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease, 0,
 			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
 	}
-	return s.b.records.write(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLeaseFenced, s.epoch,
+	return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLeaseFenced, s.epoch,
 		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), s.epoch)
 }
 
@@ -38,9 +38,9 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 // written as PutLease is.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	if s.epoch == 0 {
-		return s.b.records.write(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, 0, s.b.stack, leaseID)
+		return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, 0, s.b.stack, leaseID)
 	}
-	return s.b.records.write(ctx, "delete pool lease", leaseID, &s.b.st.deleteLeaseFenced, s.epoch, s.b.stack, leaseID, s.epoch)
+	return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLeaseFenced, s.epoch, s.b.stack, leaseID, s.epoch)
 }
 
 // LoadLeases returns every record of the stack, ordered by lease ID.

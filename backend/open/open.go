@@ -135,7 +135,7 @@ func AWS(ab *aws.Backend) *Backend {
 		FencedGrants: func(epoch int64) backend.GrantStore { return ab.GrantStore().Fence(epoch) },
 		Queue:        func(name string) pickup.Queue { return ab.Queue(name) },
 		Instances:    ab.Instances(),
-		close:        func() error { return nil },
+		close:        ab.Close,
 		held:         heldSlotsUnlessMissing(ab, heldSlots(ab.PoolStore(), time.Now)),
 	}
 }
