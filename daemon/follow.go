@@ -16,9 +16,9 @@ import (
 // reconcileApply is watch mode's push to the backend: plan the validated
 // configuration against live state and, when it changes anything, apply
 // it under the state lock (held only for the apply). A reload applies all
-// or nothing: any guard's refusal (a non-empty queue to delete) refuses the
-// whole apply before anything changes. Pools with holders are not guarded
-// here: the daemon keeps a dropped pool until it is idle.
+// or nothing: any guard's refusal (a non-empty queue to delete) fails the
+// plan, or the apply before anything changes. Pools with holders are not
+// guarded here: the daemon keeps a dropped pool until it is idle.
 func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 	live := reconcile.Live{Queues: d.backend.Queues, State: d.backend.State, Lock: d.backend.Lock, Tables: d.backend.Tables, Budgets: d}
 	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{Backend: reconcile.BackendConfigOf(cfg.Backend)})
@@ -26,9 +26,12 @@ func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 		return fmt.Errorf("plan: %w", err)
 	}
 	if !p.HasChanges() {
+		// Already applied (rpd apply, then rpd watch): the state's version
+		// is the plan's.
+		d.stateVersion.Store(p.StateVersion)
 		return nil
 	}
-	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: reconcile.DefaultWho(), Operation: "watch", LockTimeout: 10 * time.Second, RefuseOnGuard: true})
+	res, err := reconcile.Apply(ctx, p, live, reconcile.ApplyOptions{Who: reconcile.DefaultWho(), Operation: "watch", LockTimeout: 10 * time.Second})
 	if err != nil {
 		return err
 	}

@@ -29,13 +29,9 @@ type ApplyOptions struct {
 	// Parallelism bounds concurrent backend calls (default 10).
 	Parallelism int
 	// AllowDestroyNonEmpty lets apply delete or replace queues that still
-	// hold messages (idle runners).
+	// hold messages (idle runners) and delete pools whose slots are held,
+	// like the plan's option of the same name (either one suffices).
 	AllowDestroyNonEmpty bool
-	// RefuseOnGuard makes a guard's refusal refuse the whole apply before
-	// anything is changed, instead of failing only the guarded change and
-	// applying the independent rest (Terraform's habit, the CLI's default).
-	// A daemon reloading a file uses it: a reload applies all or nothing.
-	RefuseOnGuard bool
 	// Progress, when set, receives an event as each change starts, every
 	// StillInterval while it runs, and when it ends. Calls are serialized.
 	Progress func(Event)
@@ -99,6 +95,8 @@ type ApplyResult struct {
 	StateVersion int64
 	// Lock is the lock Apply held.
 	Lock backend.LockInfo
+	// LeaseRecordsDeleted counts the lease records a destroy removed.
+	LeaseRecordsDeleted int
 	// Started is false when Apply ended before changing anything (the lock
 	// was held, the plan was stale…): every result is then Skipped, and no
 	// event was reported for them.
@@ -110,18 +108,24 @@ var (
 	// ErrStalePlan: live state changed since the plan was made; nothing was
 	// applied.
 	ErrStalePlan = errors.New("Saved plan is stale")
+	// ErrOtherState: the plan was made against another state (another
+	// lineage: another database, or a state rebuilt since); nothing was
+	// applied.
+	ErrOtherState = errors.New("Saved plan is for a different state")
 	// ErrApplyIncomplete: some changes failed or were skipped; the
 	// ApplyResult says which. Re-running plan and apply converges.
 	ErrApplyIncomplete = errors.New("apply did not complete")
 	// ErrInterrupted: Stop was closed before every change ran.
 	ErrInterrupted = errors.New("apply was interrupted")
-	// ErrGuard: a guard refused a destructive change.
+	// ErrGuard: a guard refused a destructive change (see MakePlan); a
+	// refused apply changes nothing.
 	ErrGuard = errors.New("refused by a guard")
 )
 
 // Apply executes plan against live: it bootstraps missing tables, takes the
-// state lock, checks that the plan is not stale, then runs the changes in
-// dependency order — queues are created and updated, then the runtime
+// state lock, checks that the plan is not stale and that no guard refuses
+// a change against what is live now (else it changes nothing), then runs
+// the changes in dependency order — queues are created and updated, then the runtime
 // document is written (one compare-and-set), then queues whose class is
 // gone are deleted. A failed change does not stop independent ones; the
 // changes that depend on it are skipped.
@@ -341,11 +345,9 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	infos := cur.infos
 	base := cur.doc
-	if a.opts.RefuseOnGuard {
-		if err := a.preflightGuards(ctx, cur.doc, infos); err != nil {
-			a.skipRest(err)
-			return err
-		}
+	if err := a.checkGuards(ctx, cur.doc, infos); err != nil {
+		a.skipRest(err)
+		return err
 	}
 	a.mu.Lock()
 	a.res.Started = true
@@ -385,7 +387,6 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	var inDoc []ResourceChange // changes that land with this write
 	var retire []ResourceChange
-	var held map[string]int
 	for _, c := range p.Changes {
 		if c.Action == NoOp || c.Address.Type == TypeTable {
 			if c.Action == NoOp && c.Address.Type == TypeQueue && !p.RefreshOnly {
@@ -408,10 +409,6 @@ func (a *applier) run(ctx context.Context) error {
 		}
 		switch c.Address.Type {
 		case TypeQueue: // a delete: the others were done in phase 1
-			if err := a.guardQueue(c, infos[a.liveName(c, cur.doc)], cur.doc); err != nil {
-				a.finish(a.result(c.Address), err, 0)
-				continue
-			}
 			// Retire the live queue the plan saw, which is not the
 			// recorded one when an unrecorded queue stands in for it.
 			e, ok := p.LiveQueues[c.Address.Name]
@@ -430,10 +427,6 @@ func (a *applier) run(ctx context.Context) error {
 			setEntry(doc.RunnerClasses, p.Desired.RunnerClasses, c)
 			inDoc = append(inDoc, c)
 		case TypePool:
-			if err := a.guardPool(ctx, c, cur.doc, &held); err != nil {
-				a.finish(a.result(c.Address), err, 0)
-				continue
-			}
 			setEntry(doc.Pools, p.Desired.Pools, c)
 			inDoc = append(inDoc, c)
 		case TypeBudget:
@@ -505,7 +498,31 @@ func (a *applier) run(ctx context.Context) error {
 		}
 	}
 	a.res.StateVersion = version
+	if werr == nil {
+		werr = a.forgetLeases(ctx)
+	}
 	return a.outcome(werr)
+}
+
+// forgetLeases ends a complete destroy: with every pool, budget and
+// ceiling gone, the grants recorded under them are removed too, so a
+// daemon started on the emptied stack restores none. A destroy that did
+// not complete keeps them (the pools they belong to may still exist).
+func (a *applier) forgetLeases(ctx context.Context) error {
+	if !a.plan.Destroy || len(a.plan.Targets) > 0 || a.live.Leases == nil || a.stopped() {
+		return nil
+	}
+	for _, r := range a.res.Results {
+		if r.Status != Succeeded {
+			return nil
+		}
+	}
+	n, err := a.live.Leases.DeleteLeaseRecords(ctx)
+	a.res.LeaseRecordsDeleted = n
+	if err != nil {
+		return fmt.Errorf("remove the recorded leases (%d removed): %w; run rpd destroy again", n, err)
+	}
+	return nil
 }
 
 // settleCreating keeps in doc.Creating only the queues that may exist
@@ -648,60 +665,32 @@ func (a *applier) liveName(c ResourceChange, cur *RuntimeDoc) string {
 	return cur.Queues[c.Address.Name].Name
 }
 
-// preflightGuards evaluates every guard of the plan up front, changing
-// nothing, and returns the refusals joined (each wrapping ErrGuard).
-func (a *applier) preflightGuards(ctx context.Context, cur *RuntimeDoc, infos map[string]*backend.QueueInfo) error {
-	var errs []error
+// checkGuards evaluates every guard of the plan against what is live now
+// (idle runners may have arrived since the plan was made), changing
+// nothing, and returns the Refusals, if any.
+func (a *applier) checkGuards(ctx context.Context, cur *RuntimeDoc, infos map[string]*backend.QueueInfo) error {
 	var held map[string]int
 	for _, c := range a.plan.Changes {
-		switch {
-		case c.Address.Type == TypeQueue && c.Action == Delete:
-			errs = append(errs, a.guardQueue(c, infos[a.liveName(c, cur)], cur))
-		case c.Address.Type == TypeQueue && c.Action == DeleteThenCreate:
-			errs = append(errs, a.guardQueue(c, infos[a.liveName(c, nil)], &RuntimeDoc{}))
-		case c.Address.Type == TypePool:
-			errs = append(errs, a.guardPool(ctx, c, cur, &held))
+		if c.Address.Type == TypePool && c.Action == Delete && a.live.Held != nil {
+			h, err := a.live.Held.HeldSlots(ctx)
+			if err != nil {
+				return fmt.Errorf("read held pool slots: %w", err)
+			}
+			held = h
+			break
 		}
 	}
-	return errors.Join(errs...)
-}
-
-// guardPool refuses deleting a pool whose slots are held, unless the pool
-// was applied with allow_destroy. held caches the held-slot figures across
-// calls (read at most once per apply).
-func (a *applier) guardPool(ctx context.Context, c ResourceChange, cur *RuntimeDoc, held *map[string]int) error {
-	if c.Action != Delete || cur.Pools[c.Address.Name].AllowDestroy || a.live.Held == nil {
-		return nil
-	}
-	if *held == nil {
-		h, err := a.live.Held.HeldSlots(ctx)
-		if err != nil {
-			return fmt.Errorf("read held slots of %s: %w", c.Address, err)
+	allow := a.opts.AllowDestroyNonEmpty || a.plan.AllowDestroyNonEmpty
+	var refusals Refusals
+	for _, c := range a.plan.Changes {
+		if _, err := a.plan.guard(c, infos, cur, held, allow); err != nil {
+			refusals = append(refusals, err)
 		}
-		*held = h
 	}
-	if n := (*held)[c.Address.Name]; n > 0 {
-		return fmt.Errorf("%s has %d slots held; deleting it would strand their holders: wait until they are released, or set allow_destroy = true on the pool and apply that before removing it: %w", c.Address, n, ErrGuard)
+	if len(refusals) > 0 {
+		return refusals
 	}
 	return nil
-}
-
-func (a *applier) guardQueue(c ResourceChange, info *backend.QueueInfo, cur *RuntimeDoc) error {
-	if info == nil || a.opts.AllowDestroyNonEmpty {
-		return nil
-	}
-	n := info.Visible + info.InFlight + info.Delayed
-	if n == 0 {
-		return nil
-	}
-	class := c.Address.Name
-	if e, ok := a.plan.Desired.RunnerClasses[class]; ok && e.AllowDestroy {
-		return nil
-	}
-	if e, ok := cur.RunnerClasses[class]; ok && e.AllowDestroy {
-		return nil
-	}
-	return fmt.Errorf("queue %s holds %d messages (idle runners); %s it would discard them: re-run apply with -allow-destroy-nonempty, or set allow_destroy = true on runner_class %q: %w", info.Name, n, verbing(c.Action), class, ErrGuard)
 }
 
 func (a *applier) applyQueue(ctx context.Context, c ResourceChange, infos map[string]*backend.QueueInfo) error {
@@ -715,9 +704,6 @@ func (a *applier) applyQueue(ctx context.Context, c ResourceChange, infos map[st
 		return nil
 	case DeleteThenCreate:
 		old := a.liveName(c, nil)
-		if err := a.guardQueue(c, infos[old], &RuntimeDoc{}); err != nil {
-			return err
-		}
 		if err := a.live.Queues.DeleteQueue(ctx, old); err != nil && !errors.Is(err, backend.ErrQueueNotFound) {
 			return fmt.Errorf("replace queue: delete %s: %w", old, err)
 		}
@@ -800,6 +786,13 @@ func (a *applier) checkFresh(ctx context.Context) (freshState, int64, error) {
 	doc, version, err := readDoc(ctx, a.live.State, p.Stack)
 	if err != nil {
 		return freshState{}, 0, err
+	}
+	if p.Lineage != "" && doc.Lineage != p.Lineage {
+		now := "an empty state"
+		if doc.Lineage != "" {
+			now = fmt.Sprintf("a state of lineage %s (version %d)", doc.Lineage, version)
+		}
+		return freshState{}, 0, fmt.Errorf("%w: it was made against the state of lineage %s (version %d), but this backend holds %s — another state database, or a state that was rebuilt; nothing was applied — make a plan against this backend with rpd plan", ErrOtherState, p.Lineage, p.StateVersion, now)
 	}
 	if version != p.StateVersion || doc.Lineage != p.Lineage {
 		return freshState{}, 0, fmt.Errorf("%w: the state changed since the plan was made (state version %d, now %d); nothing was applied — run rpd plan again", ErrStalePlan, p.StateVersion, version)

@@ -25,6 +25,19 @@ type Live struct {
 	// Budgets, when set, tells what each budget has in use; plan warns
 	// about lowering a budget below it.
 	Budgets BudgetUsageReader
+	// Leases, when set, are the grants a daemon recorded in the backend;
+	// a destroy plan counts them and its apply removes them.
+	Leases LeaseRecords
+}
+
+// LeaseRecords are the grants (pool leases, budget permits, ceiling
+// claims) a daemon records in the backend so that a restart keeps them.
+type LeaseRecords interface {
+	// CountLeaseRecords returns how many records there are.
+	CountLeaseRecords(ctx context.Context) (int, error)
+	// DeleteLeaseRecords removes every record and returns how many it
+	// removed; on error, some may have been removed.
+	DeleteLeaseRecords(ctx context.Context) (int, error)
 }
 
 // HeldSlotsReader reports the slots currently held per pool name.

@@ -38,6 +38,16 @@ type Plan struct {
 	Lineage      string `json:"lineage"`
 	StateVersion int64  `json:"state_version"`
 	RefreshOnly  bool   `json:"refresh_only,omitempty"`
+	// Destroy plans the removal of everything the stack manages: every
+	// queue and runtime resource (default_pool included), leaving an empty
+	// runtime document, and the LeaseRecords the daemon recorded.
+	Destroy bool `json:"destroy,omitempty"`
+	// LeaseRecords counts, in a destroy plan, the grants (pool leases,
+	// permits, claims) recorded in the backend that apply removes.
+	LeaseRecords int `json:"lease_records,omitempty"`
+	// AllowDestroyNonEmpty was given when planning: the guards let
+	// destructive changes through, and apply honours it too.
+	AllowDestroyNonEmpty bool `json:"allow_destroy_nonempty,omitempty"`
 	// Targets, when set, limited the plan to these addresses and what they
 	// depend on.
 	Targets []Address `json:"targets,omitempty"`
@@ -133,6 +143,9 @@ func (p *Plan) HasChanges() bool {
 	if p.RefreshOnly {
 		return len(p.Drift) > 0 || len(p.Forget) > 0
 	}
+	if p.LeaseRecords > 0 {
+		return true
+	}
 	for _, c := range p.Changes {
 		if c.Action != NoOp {
 			return true
@@ -170,6 +183,13 @@ type PlanOptions struct {
 	RefreshOnly bool
 	// Backend is recorded in the plan for apply to reopen.
 	Backend backend.Config
+	// Destroy plans deleting everything the stack manages, whatever the
+	// configuration declares (it still names the stack and backend).
+	Destroy bool
+	// AllowDestroyNonEmpty lets the plan delete or replace queues that
+	// hold idle runners and delete pools whose slots are held, which the
+	// guards otherwise refuse; the plan records it for apply.
+	AllowDestroyNonEmpty bool
 }
 
 // Errors of MakePlan.
@@ -186,23 +206,36 @@ var (
 // MakePlan refreshes live state and diffs it against desired. It reads only:
 // nothing is created, not even the aws tables. desired must be a validated
 // configuration.
+//
+// A destructive change that a guard refuses (a queue holding idle runners,
+// a pool whose slots are held; see Plan.guard) makes the plan fail: the
+// error joins one refusal per change, each wrapping ErrGuard, and no plan
+// is returned, as Terraform's prevent_destroy fails a plan.
 func MakePlan(ctx context.Context, desired *spec.Config, live Live, opts PlanOptions) (*Plan, error) {
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = DefaultParallelism
 	}
+	if opts.Destroy && opts.RefreshOnly {
+		return nil, errors.New("-destroy and -refresh-only cannot be combined: a destroy plan changes live objects")
+	}
 	stack := desired.Stack
 	p := &Plan{
-		FormatVersion: PlanFormat,
-		Stack:         stack,
-		Backend:       opts.Backend,
-		RefreshOnly:   opts.RefreshOnly,
-		Targets:       slices.Clone(opts.Targets),
-		Fingerprints:  map[string]string{},
-		Desired:       DesiredDoc(desired),
-		LiveQueues:    map[string]QueueEntry{},
-		Drift:         []Drift{},
-		Warnings:      []Warning{},
-		Changes:       []ResourceChange{},
+		FormatVersion:        PlanFormat,
+		Stack:                stack,
+		Backend:              opts.Backend,
+		RefreshOnly:          opts.RefreshOnly,
+		Destroy:              opts.Destroy,
+		AllowDestroyNonEmpty: opts.AllowDestroyNonEmpty,
+		Targets:              slices.Clone(opts.Targets),
+		Fingerprints:         map[string]string{},
+		Desired:              DesiredDoc(desired),
+		LiveQueues:           map[string]QueueEntry{},
+		Drift:                []Drift{},
+		Warnings:             []Warning{},
+		Changes:              []ResourceChange{},
+	}
+	if opts.Destroy {
+		p.Desired = NewRuntimeDoc(stack)
 	}
 
 	stateReadable := true
@@ -218,7 +251,9 @@ func MakePlan(ctx context.Context, desired *spec.Config, live Live, opts PlanOpt
 				p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: NoOp, Before: v, After: v})
 				p.Fingerprints["table "+t.Name] = "exists"
 			} else {
-				p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: v})
+				if !opts.Destroy { // nothing to destroy: no tables to create either
+					p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: v})
+				}
 				p.Fingerprints["table "+t.Name] = "absent"
 				stateReadable = false
 			}
@@ -276,7 +311,24 @@ func MakePlan(ctx context.Context, desired *spec.Config, live Live, opts PlanOpt
 			return nil, err
 		}
 	}
+	if opts.Destroy && stateReadable && live.Leases != nil && len(opts.Targets) == 0 {
+		if p.LeaseRecords, err = live.Leases.CountLeaseRecords(ctx); err != nil {
+			return nil, fmt.Errorf("count the recorded leases: %w", err)
+		}
+	}
 	p.warn(infos, cur, held, inUse)
+	var refusals Refusals
+	for _, c := range p.Changes {
+		w, err := p.guard(c, infos.byName, cur, held, opts.AllowDestroyNonEmpty)
+		if err != nil {
+			refusals = append(refusals, err)
+		} else if w != "" {
+			p.Warnings = append(p.Warnings, Warning{c.Address, w})
+		}
+	}
+	if len(refusals) > 0 {
+		return nil, refusals
+	}
 	slices.SortStableFunc(p.Drift, func(a, b Drift) int { return compareAddr(a.Address, b.Address) })
 	return p, nil
 }
@@ -613,35 +665,14 @@ func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse ma
 	}
 	for _, c := range p.Changes {
 		switch c.Address.Type {
-		case TypeQueue:
-			if !c.Action.IsDestructive() {
-				continue
-			}
-			name, _ := c.Before["name"].(string)
-			if info := r.byName[name]; info != nil {
-				if n := info.Visible + info.InFlight + info.Delayed; n > 0 {
-					p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
-						"%s holds %d idle runners (%d visible, %d in flight, %d delayed); %s it discards them, so apply refuses unless run with -allow-destroy-nonempty or the class has allow_destroy = true",
-						c.Address, n, info.Visible, info.InFlight, info.Delayed, verbing(c.Action))})
-				}
-			}
 		case TypePool:
 			h := held[c.Address.Name]
-			if h == 0 {
+			if h == 0 || c.Action != Update {
 				continue
 			}
-			switch c.Action {
-			case Update:
-				if slots := p.Desired.Pools[c.Address.Name].Slots; slots < h {
-					p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
-						"%s: %d slots held; shrinking to %d makes new requests wait until %d are released", c.Address, h, slots, h-slots)})
-				}
-			case Delete:
-				extra := "apply refuses to delete it until they are released"
-				if cur.Pools[c.Address.Name].AllowDestroy {
-					extra = "allow_destroy is set, so their holders lose their slots"
-				}
-				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf("%s: %d slots held; %s", c.Address, h, extra)})
+			if slots := p.Desired.Pools[c.Address.Name].Slots; slots < h {
+				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
+					"%s: %s held; shrinking to %d makes new requests wait until %d %s released", c.Address, plural(h, "slot"), slots, h-slots, isAre(h-slots))})
 			}
 		case TypeBudget:
 			use, ok := inUse[c.Address.Name]
@@ -667,9 +698,101 @@ func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse ma
 	}
 }
 
+// guard checks one planned change against the guards, which protect what
+// live objects hold: deleting or replacing a queue that holds idle runners
+// (they would be discarded), and deleting a pool whose slots are held
+// (its holders would be stranded). It returns the refusal, wrapping
+// ErrGuard, or, when the change is allowed all the same (allowNonEmpty, or
+// allow_destroy on the class or the applied pool), a warning of what it
+// loses. Both are empty when no guard applies.
+//
+// A refusal's advice must work when the change removes the block itself:
+// the flag, or keeping the block with allow_destroy = true for one apply.
+func (p *Plan) guard(c ResourceChange, infos map[string]*backend.QueueInfo, cur *RuntimeDoc, held map[string]int, allowNonEmpty bool) (string, error) {
+	switch {
+	case c.Address.Type == TypeQueue && c.Action.IsDestructive():
+		name, _ := c.Before["name"].(string)
+		info := infos[name]
+		if info == nil {
+			return "", nil
+		}
+		n := info.Visible + info.InFlight + info.Delayed
+		if n == 0 {
+			return "", nil
+		}
+		class := c.Address.Name
+		what := fmt.Sprintf("%s: queue %s holds %s (%d visible, %d in flight, %d delayed)", c.Address, info.Name, plural(n, "idle runner"), info.Visible, info.InFlight, info.Delayed)
+		if allowNonEmpty || p.Desired.RunnerClasses[class].AllowDestroy || (c.Action == Delete && cur.RunnerClasses[class].AllowDestroy) {
+			return fmt.Sprintf("%s; %s it discards %s", what, verbing(c.Action), them(n)), nil
+		}
+		return "", &guardError{fmt.Sprintf("%s; %s it would discard %s, so rpd refuses and changes nothing. To discard %s, run again with -allow-destroy-nonempty; or set allow_destroy = true on runner_class %q and apply that first (keeping the block for that one apply if this change removes it)",
+			what, verbing(c.Action), them(n), them(n), class)}
+	case c.Address.Type == TypePool && c.Action == Delete:
+		n := held[c.Address.Name]
+		if n == 0 {
+			return "", nil
+		}
+		what := fmt.Sprintf("%s: %s held", c.Address, plural(n, "slot"))
+		if allowNonEmpty || cur.Pools[c.Address.Name].AllowDestroy {
+			return what + "; deleting it revokes what is held", nil
+		}
+		holders, released := "their holders", "they are"
+		if n == 1 {
+			holders, released = "its holder", "it is"
+		}
+		return "", &guardError{fmt.Sprintf("%s; deleting it would strand %s, so rpd refuses and changes nothing. Wait until %s released; or run again with -allow-destroy-nonempty; or set allow_destroy = true on pool %q and apply that first (keeping the block for that one apply if this change removes it)",
+			what, holders, released, c.Address.Name)}
+	}
+	return "", nil
+}
+
+// Refusals is the error of a plan (or apply) that guards refused: one
+// refusal per change, each matching ErrGuard.
+type Refusals []error
+
+func (r Refusals) Error() string {
+	msgs := make([]string, len(r))
+	for i, e := range r {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap returns the refusals, for errors.Is and errors.As.
+func (r Refusals) Unwrap() []error { return r }
+
+// guardError is a guard's refusal: its message says what and what to do,
+// without a suffix, and it matches ErrGuard.
+type guardError struct{ msg string }
+
+func (e *guardError) Error() string        { return e.msg }
+func (e *guardError) Is(target error) bool { return target == ErrGuard }
+
 func verbing(a Action) string {
 	if a == DeleteThenCreate {
 		return "replacing"
 	}
 	return "deleting"
+}
+
+// plural is "1 slot", "2 slots".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func them(n int) string {
+	if n == 1 {
+		return "it"
+	}
+	return "them"
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }

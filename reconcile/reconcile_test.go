@@ -445,44 +445,57 @@ func TestPartialFailureContinuesIndependentChanges(t *testing.T) {
 
 func TestGuards(t *testing.T) {
 	ctx := context.Background()
-	t.Run("non-empty queue", func(t *testing.T) {
+	t.Run("non-empty queue fails the plan", func(t *testing.T) {
 		f := newFakeBackend()
 		cfg := testConfig("ci")
 		mustApply(t, cfg, f)
 		f.setMessages("ci-rp-small", 12, 1)
 		cfg.RunnerClasses = cfg.RunnerClasses[:1]
-		p := mustPlan(t, cfg, f.live(), PlanOptions{})
-		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "queue.small holds 13 idle runners") {
+		p, err := MakePlan(ctx, cfg, f.live(), PlanOptions{})
+		if p != nil || !errors.Is(err, ErrGuard) {
+			t.Fatalf("plan = %v, %v; want no plan and ErrGuard", p, err)
+		}
+		for _, want := range []string{"queue.small: queue ci-rp-small holds 13 idle runners (12 visible, 1 in flight, 0 delayed)", "-allow-destroy-nonempty", `allow_destroy = true on runner_class "small"`, "keeping the block for that one apply"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("refusal lacks %q: %v", want, err)
+			}
+		}
+		p = mustPlan(t, cfg, f.live(), PlanOptions{AllowDestroyNonEmpty: true})
+		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "holds 13 idle runners") || !strings.Contains(p.Warnings[0].Summary, "deleting it discards them") {
 			t.Fatalf("warnings = %v", p.Warnings)
 		}
-		_, err := Apply(ctx, p, f.live(), ApplyOptions{})
-		if !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "-allow-destroy-nonempty") {
-			t.Fatalf("err = %v", err)
-		}
-		if !slices.Contains(f.queueNames(), "ci-rp-small") {
-			t.Fatal("non-empty queue deleted")
-		}
-		p = mustPlan(t, cfg, f.live(), PlanOptions{})
-		if _, err := Apply(ctx, p, f.live(), ApplyOptions{AllowDestroyNonEmpty: true}); err != nil {
+		// The plan carries the permission: apply needs no option.
+		if _, err := Apply(ctx, p, f.live(), ApplyOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Contains(f.queueNames(), "ci-rp-small") {
 			t.Fatal("queue not deleted with AllowDestroyNonEmpty")
 		}
 	})
-	t.Run("refuse on guard changes nothing", func(t *testing.T) {
+	t.Run("plurals", func(t *testing.T) {
 		f := newFakeBackend()
 		cfg := testConfig("ci")
 		mustApply(t, cfg, f)
-		f.setMessages("ci-rp-small", 4, 0)
+		f.setMessages("ci-rp-small", 1, 0)
+		cfg.RunnerClasses = cfg.RunnerClasses[:1]
+		_, err := MakePlan(ctx, cfg, f.live(), PlanOptions{})
+		if err == nil || !strings.Contains(err.Error(), "holds 1 idle runner (") || !strings.Contains(err.Error(), "would discard it,") {
+			t.Fatalf("err = %v, want singular wording", err)
+		}
+	})
+	t.Run("runners that arrive after the plan refuse the whole apply", func(t *testing.T) {
+		f := newFakeBackend()
+		cfg := testConfig("ci")
+		mustApply(t, cfg, f)
 		_, before, err := f.ReadState(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.RunnerClasses = cfg.RunnerClasses[:1] // guarded: small's queue holds runners
-		cfg.Pools[0].Slots = 5                    // independent: would apply without RefuseOnGuard
+		cfg.RunnerClasses = cfg.RunnerClasses[:1] // guarded once small's queue holds runners
+		cfg.Pools[0].Slots = 5                    // independent: must not apply either
 		p := mustPlan(t, cfg, f.live(), PlanOptions{})
-		res, err := Apply(ctx, p, f.live(), ApplyOptions{RefuseOnGuard: true})
+		f.setMessages("ci-rp-small", 4, 0)
+		res, err := Apply(ctx, p, f.live(), ApplyOptions{})
 		if !errors.Is(err, ErrGuard) {
 			t.Fatalf("err = %v, want ErrGuard", err)
 		}
@@ -495,10 +508,16 @@ func TestGuards(t *testing.T) {
 		if !slices.Contains(f.queueNames(), "ci-rp-small") {
 			t.Fatal("non-empty queue deleted")
 		}
+		if res.Started {
+			t.Error("a refused apply reports that it started")
+		}
 		for _, r := range res.Results {
-			if r.Status == Succeeded {
-				t.Errorf("%s succeeded in a refused apply", r.Address)
+			if r.Status != Skipped {
+				t.Errorf("%s %s in a refused apply", r.Address, r.Status)
 			}
+		}
+		if _, err := Apply(ctx, p, f.live(), ApplyOptions{AllowDestroyNonEmpty: true}); err != nil {
+			t.Fatalf("apply with AllowDestroyNonEmpty: %v", err)
 		}
 	})
 	t.Run("class allow_destroy", func(t *testing.T) {
@@ -521,16 +540,20 @@ func TestGuards(t *testing.T) {
 		live := f.live()
 		live.Held = HeldSlotsFunc(func(context.Context) (map[string]int, error) { return held, nil })
 		cfg.Pools = cfg.Pools[1:]
-		p := mustPlan(t, cfg, live, PlanOptions{})
-		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "pool.database_pool: 3 slots held") {
-			t.Fatalf("warnings = %v", p.Warnings)
-		}
-		_, err := Apply(ctx, p, live, ApplyOptions{})
-		if !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "3 slots held") {
+		_, err := MakePlan(ctx, cfg, live, PlanOptions{})
+		if !errors.Is(err, ErrGuard) || !strings.Contains(err.Error(), "pool.database_pool: 3 slots held") || !strings.Contains(err.Error(), `allow_destroy = true on pool "database_pool"`) {
 			t.Fatalf("err = %v", err)
 		}
 		if _, ok := f.state().Pools["database_pool"]; !ok {
 			t.Fatal("pool with holders deleted")
+		}
+		p := mustPlan(t, cfg, live, PlanOptions{AllowDestroyNonEmpty: true})
+		if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0].Summary, "revokes what is held") {
+			t.Fatalf("warnings = %v", p.Warnings)
+		}
+		held = map[string]int{"database_pool": 1}
+		if _, err := MakePlan(ctx, cfg, live, PlanOptions{}); err == nil || !strings.Contains(err.Error(), "1 slot held;") {
+			t.Fatalf("err = %v, want singular", err)
 		}
 		held = nil
 		p = mustPlan(t, cfg, live, PlanOptions{})
@@ -541,6 +564,113 @@ func TestGuards(t *testing.T) {
 			t.Fatal("released pool not deleted")
 		}
 	})
+}
+
+// fakeLeases is a LeaseRecords holding n records.
+type fakeLeases struct {
+	n   int
+	err error
+}
+
+func (l *fakeLeases) CountLeaseRecords(context.Context) (int, error) { return l.n, nil }
+func (l *fakeLeases) DeleteLeaseRecords(context.Context) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	n := l.n
+	l.n = 0
+	return n, nil
+}
+
+func TestDestroy(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, f)
+	lineage := f.state().Lineage
+	leases := &fakeLeases{n: 2}
+	live := f.live()
+	live.Leases = leases
+	p := mustPlan(t, cfg, live, PlanOptions{Destroy: true})
+	want := []string{"- queue.medium", "- queue.small", "- runner_class.medium", "- runner_class.small", "- budget.scanner", "- vm_ceiling.browser-vms", "- pool.database_pool", "- pool.default_pool", "- priority.critical"}
+	if got := changed(p); !slices.Equal(got, want) {
+		t.Fatalf("destroy plan = %q, want %q", got, want)
+	}
+	if !p.Destroy || p.LeaseRecords != 2 {
+		t.Fatalf("destroy = %v, lease records = %d; want true, 2", p.Destroy, p.LeaseRecords)
+	}
+	res, err := Apply(ctx, p, live, ApplyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done.Destroy != len(want) || res.LeaseRecordsDeleted != 2 || leases.n != 0 {
+		t.Fatalf("destroyed %d, lease records deleted %d (left %d)", res.Done.Destroy, res.LeaseRecordsDeleted, leases.n)
+	}
+	doc := f.state()
+	if len(doc.Queues)+len(doc.RunnerClasses)+len(doc.Pools)+len(doc.Budgets)+len(doc.VMCeilings)+len(doc.Priorities) != 0 || len(f.queueNames()) != 0 {
+		t.Fatalf("after destroy: document %+v, queues %v", doc, f.queueNames())
+	}
+	if doc.Lineage != lineage {
+		t.Errorf("lineage %q -> %q: destroy keeps the state's lineage", lineage, doc.Lineage)
+	}
+	if again := mustPlan(t, cfg, live, PlanOptions{Destroy: true}); again.HasChanges() {
+		t.Errorf("destroy twice: %q", changed(again))
+	}
+	if p := mustPlan(t, cfg, live, PlanOptions{}); len(changed(p)) != len(want) {
+		t.Errorf("after destroy, plan = %q; want everything created again", changed(p))
+	}
+
+	t.Run("guards apply", func(t *testing.T) {
+		f := newFakeBackend()
+		mustApply(t, cfg, f)
+		f.setMessages("ci-rp-medium", 1, 0)
+		if _, err := MakePlan(ctx, cfg, f.live(), PlanOptions{Destroy: true}); !errors.Is(err, ErrGuard) {
+			t.Fatalf("err = %v, want ErrGuard", err)
+		}
+		mustPlan(t, cfg, f.live(), PlanOptions{Destroy: true, AllowDestroyNonEmpty: true})
+	})
+	t.Run("an incomplete destroy keeps the lease records", func(t *testing.T) {
+		f := newFakeBackend()
+		mustApply(t, cfg, f)
+		leases := &fakeLeases{n: 3}
+		live := f.live()
+		live.Leases = leases
+		p := mustPlan(t, cfg, live, PlanOptions{Destroy: true})
+		f.fail = func(call string) error {
+			if call == "DeleteQueue ci-rp-small" {
+				return errors.New("injected")
+			}
+			return nil
+		}
+		res, err := Apply(ctx, p, live, ApplyOptions{})
+		if !errors.Is(err, ErrApplyIncomplete) || leases.n != 3 || res.LeaseRecordsDeleted != 0 {
+			t.Fatalf("err = %v, lease records left %d", err, leases.n)
+		}
+	})
+	t.Run("with refresh-only", func(t *testing.T) {
+		if _, err := MakePlan(ctx, cfg, f.live(), PlanOptions{Destroy: true, RefreshOnly: true}); err == nil {
+			t.Fatal("-destroy with -refresh-only planned")
+		}
+	})
+}
+
+func TestPlanForAnotherStateIsRefused(t *testing.T) {
+	ctx := context.Background()
+	a, b := newFakeBackend(), newFakeBackend()
+	cfg := testConfig("ci")
+	mustApply(t, cfg, a)
+	cfg.Pools[0].Slots = 7
+	p := mustPlan(t, cfg, a.live(), PlanOptions{})
+	for name, f := range map[string]*fakeBackend{"empty": b, "another lineage": func() *fakeBackend {
+		o := newFakeBackend()
+		mustApply(t, testConfig("ci"), o)
+		return o
+	}()} {
+		_, err := Apply(ctx, p, f.live(), ApplyOptions{})
+		if !errors.Is(err, ErrOtherState) || errors.Is(err, ErrStalePlan) || !strings.Contains(err.Error(), "lineage "+p.Lineage) || !strings.Contains(err.Error(), "another state database") {
+			t.Errorf("%s: err = %v, want ErrOtherState naming the lineage", name, err)
+		}
+	}
 }
 
 func TestWarnings(t *testing.T) {
@@ -561,7 +691,7 @@ func TestWarnings(t *testing.T) {
 	}
 	want := []string{
 		"budget.scanner: lowered below what is in use (scan_ring 128MiB < 200MiB in use); held permits are kept and new ones wait until enough is released",
-		"pool.database_pool: 3 slots held; shrinking to 2 makes new requests wait until 1 are released",
+		"pool.database_pool: 3 slots held; shrinking to 2 makes new requests wait until 1 is released",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("warnings:\n got %q\nwant %q", got, want)

@@ -128,12 +128,20 @@ func ParseDuration(s string) (time.Duration, error) {
 // maxDays is the longest whole number of days a time.Duration holds.
 const maxDays = math.MaxInt64 / int64(24*time.Hour)
 
-// FormatDuration renders d the way ParseDuration reads it, using days for
-// whole multiples of 24h ("4d", "30s", "1h30m0s").
+// FormatDuration renders d the way ParseDuration reads it and a person
+// writes it: days for whole multiples of 24h, and no zero minutes or
+// seconds after a larger unit ("4d", "10m", "1h30m", "1m30s", "500ms").
 func FormatDuration(d time.Duration) string {
 	const day = 24 * time.Hour
 	if d >= day && d%day == 0 {
 		return fmt.Sprintf("%dd", d/day)
 	}
-	return d.String()
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

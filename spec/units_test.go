@@ -88,3 +88,18 @@ func TestFormatRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+func TestFormatDurationAsWritten(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0s"}, {30 * time.Second, "30s"}, {10 * time.Minute, "10m"}, {90 * time.Second, "1m30s"},
+		{time.Hour, "1h"}, {90 * time.Minute, "1h30m"}, {time.Hour + time.Second, "1h0m1s"},
+		{500 * time.Millisecond, "500ms"}, {96 * time.Hour, "4d"}, {25 * time.Hour, "25h"},
+	} {
+		if got := FormatDuration(tc.d); got != tc.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

@@ -348,24 +348,40 @@ func attrName(t hcl.Traverser) string {
 func (v *variable) coerce(raw cty.Value, fromString bool) (cty.Value, error) {
 	if fromString && !v.typ.IsPrimitiveType() && v.typ != cty.DynamicPseudoType {
 		src := raw.AsString()
+		typ := typeexpr.TypeString(v.typ)
+		notHCL := fmt.Errorf("%q is not a %s written in HCL: %s", src, typ, hclExample(v.name, v.typ))
 		expr, ds := hclsyntax.ParseExpression([]byte(src), "<value for var."+v.name+">", hcl.InitialPos)
-		if ds.HasErrors() {
-			return cty.NilVal, fmt.Errorf("%q is not a valid expression for type %s", src, typeexpr.TypeString(v.typ))
+		if ds.HasErrors() || len(expr.Variables()) > 0 {
+			// A bare word (t3.small) parses as a reference to a variable.
+			return cty.NilVal, notHCL
 		}
 		if ds := checkExpr(expr); ds.HasErrors() {
 			return cty.NilVal, fmt.Errorf("%s", ds[0].Summary)
 		}
 		val, ds := expr.Value(&hcl.EvalContext{Functions: functions()})
 		if ds.HasErrors() {
-			return cty.NilVal, fmt.Errorf("%s", ds.Error())
+			return cty.NilVal, notHCL
 		}
 		raw = val
 	}
 	val, err := convert.Convert(raw, v.typ)
 	if err != nil {
-		return cty.NilVal, fmt.Errorf("a value of type %s is required (%s)", typeexpr.TypeString(v.typ), err)
+		got := ""
+		if fromString && raw.Type() == cty.String && raw.IsKnown() && !raw.IsNull() {
+			got = fmt.Sprintf(", got %q", raw.AsString())
+		}
+		return cty.NilVal, fmt.Errorf("a value of type %s is required%s (%s)", typeexpr.TypeString(v.typ), got, err)
 	}
 	return val, nil
+}
+
+// hclExample says how to write a value of a collection or structural type
+// on the command line.
+func hclExample(name string, t cty.Type) string {
+	if t.IsMapType() || t.IsObjectType() {
+		return fmt.Sprintf(`write it as { key = "value" }, quoting the whole option in the shell: -var '%s={ key = "value" }'`, name)
+	}
+	return fmt.Sprintf(`write it as ["a", "b"], with strings in double quotes and the whole option in single quotes in the shell: -var '%s=["a", "b"]'`, name)
 }
 
 func (v *variable) validate(base *hcl.EvalContext) hcl.Diagnostics {

@@ -157,7 +157,56 @@ func (b *Backend) Live() reconcile.Live {
 	if b.held != nil {
 		live.Held = b.held
 	}
+	if b.Pools != nil && b.Grants != nil {
+		live.Leases = leaseRecords{b.Pools, b.Grants}
+	}
 	return live
+}
+
+// leaseRecords are every grant a daemon recorded in a backend: pool leases
+// and the other grants (permits, claims). rpd destroy removes them.
+type leaseRecords struct {
+	pools  pools.Store
+	grants backend.GrantStore
+}
+
+var _ reconcile.LeaseRecords = leaseRecords{}
+
+func (l leaseRecords) CountLeaseRecords(ctx context.Context) (int, error) {
+	leases, err := l.pools.LoadLeases(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read pool leases: %w", err)
+	}
+	grants, err := l.grants.LoadGrants(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read grants: %w", err)
+	}
+	return len(leases) + len(grants), nil
+}
+
+func (l leaseRecords) DeleteLeaseRecords(ctx context.Context) (int, error) {
+	leases, err := l.pools.LoadLeases(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read pool leases: %w", err)
+	}
+	n := 0
+	for _, r := range leases {
+		if err := l.pools.DeleteLease(ctx, r.LeaseID); err != nil {
+			return n, fmt.Errorf("delete pool lease %s: %w", r.LeaseID, err)
+		}
+		n++
+	}
+	grants, err := l.grants.LoadGrants(ctx)
+	if err != nil {
+		return n, fmt.Errorf("read grants: %w", err)
+	}
+	for id := range grants {
+		if err := l.grants.DeleteGrant(ctx, id); err != nil {
+			return n, fmt.Errorf("delete grant %s: %w", id, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 // heldSlots sums the unexpired leases of each pool.

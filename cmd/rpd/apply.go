@@ -38,14 +38,52 @@ one JSON object per line (docs/plan.md).
 Exit status: 0 when everything applied, 1 otherwise.
 `
 
+const destroyHelp = `
+Destroys everything the stack configured in DIR or FILE (default the
+current directory) manages: every runner class's queue (with the idle
+runners it holds), every runtime resource including default_pool, and the
+grants a daemon recorded (pool leases, budget permits, ceiling claims). The
+runtime document is left empty, with its lineage kept, as Terraform leaves
+an empty state; on aws the stack's tables stay (they hold the lock and the
+state). The configuration only names the stack and its backend: what it
+declares does not matter.
+
+Destroy plans as rpd plan -destroy does, shows the plan, asks for "yes" on
+a terminal (-auto-approve skips the question), then applies it with apply's
+lock, progress and Ctrl-C handling. The guards apply: a queue that holds
+idle runners or a pool whose slots are held is refused unless
+-allow-destroy-nonempty is given (or allow_destroy = true was applied on
+its block).
+
+Exit status: 0 when everything was destroyed, 1 otherwise.
+`
+
 func runApply(ctx context.Context, e *env, args []string) int {
+	return applyOrDestroy(ctx, e, args, false)
+}
+
+func runDestroy(ctx context.Context, e *env, args []string) int {
+	return applyOrDestroy(ctx, e, args, true)
+}
+
+// applyOrDestroy is rpd apply, or with destroy, rpd destroy: the same
+// plan, confirmation, lock and progress, on a destroy plan.
+func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) int {
 	var f planFlags
-	fs := newFlagSet("apply", "[options] [DIR|FILE|PLANFILE]", applyHelp)
-	f.register(fs)
-	autoApprove := fs.Bool("auto-approve", false, "apply without asking for confirmation")
+	name, usage, help := "apply", "[options] [DIR|FILE|PLANFILE]", applyHelp
+	if destroy {
+		name, usage, help = "destroy", "[options] [DIR|FILE]", destroyHelp
+	}
+	fs := newFlagSet(name, usage, help)
+	f.register(fs, destroy)
+	f.destroy = destroy
+	autoApprove := fs.Bool("auto-approve", false, "skip the confirmation: "+name+" without asking")
 	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for the state lock held by someone else (such as 30s)")
-	allowNonEmpty := fs.Bool("allow-destroy-nonempty", false, "allow deleting or replacing queues that still hold idle runners (their messages are lost)")
-	asJSON := fs.Bool("json", false, "stream machine-readable progress, one JSON object per line (needs -auto-approve or a saved plan)")
+	jsonNeeds := "-auto-approve or a saved plan"
+	if destroy {
+		jsonNeeds = "-auto-approve"
+	}
+	asJSON := fs.Bool("json", false, "stream machine-readable progress, one JSON object per line (needs "+jsonNeeds+")")
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -55,14 +93,18 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	}
 	color := e.color(e.stdout, f.cf.noColor)
 	var view planView = &humanView{stdout: e.stdout, stderr: e.stderr, c: colorizer(color)}
-	var av applyReporter = &applyView{out: e.stdout, c: colorizer(color)}
+	var av applyReporter = &applyView{out: e.stdout, c: colorizer(color), destroy: destroy}
 	if *asJSON {
-		js := &jsonStream{out: e.stdout, now: time.Now}
+		js := &jsonStream{out: e.stdout, now: time.Now, destroy: destroy}
 		js.Version()
 		view, av, color = js, js, false
 		f.cf.diagnostics = js.Diagnostics
-		if !*autoApprove && !isPlanFile(path) {
-			view.Error(errors.New("-json cannot ask for confirmation: add -auto-approve, or apply a saved plan (rpd plan -out FILE)"))
+		if !*autoApprove && (destroy || !isPlanFile(path)) {
+			msg := "-json cannot ask for confirmation: add -auto-approve, or apply a saved plan (rpd plan -out FILE)"
+			if destroy {
+				msg = "-json cannot ask for confirmation: add -auto-approve, or save a destroy plan (rpd plan -destroy -out FILE) and apply that"
+			}
+			view.Error(errors.New(msg))
 			return 1
 		}
 	}
@@ -78,8 +120,12 @@ func runApply(ctx context.Context, e *env, args []string) int {
 	var plan *reconcile.Plan
 	var b *open.Backend
 	var held *reconcile.HeldLock
-	lockOpts := reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: "apply", Timeout: *lockTimeout}
+	lockOpts := reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: name, Timeout: *lockTimeout}
 	if isPlanFile(path) {
+		if destroy {
+			view.Error(fmt.Errorf("rpd destroy takes a configuration, not a saved plan (%s): to destroy from a saved plan, make it with rpd plan -destroy -out FILE and run rpd apply FILE", path))
+			return 1
+		}
 		p, err := f.planFileApplicable(e, path)
 		if err != nil {
 			view.Error(err)
@@ -129,13 +175,21 @@ func runApply(ctx context.Context, e *env, args []string) int {
 			return fail(err)
 		}
 		if plan.HasChanges() && !*autoApprove {
-			if err := confirm(ctx, e, color); err != nil {
+			if err := confirm(ctx, e, color, destroy); err != nil {
 				return fail(err)
 			}
 		}
 	}
 	defer b.Close()
 
+	if plan.Destroy { // a saved destroy plan reports as rpd destroy does
+		switch r := av.(type) {
+		case *applyView:
+			r.destroy = true
+		case *jsonStream:
+			r.destroy = true
+		}
+	}
 	workCtx, stop, unhook := interruptible(ctx, e)
 	defer unhook()
 	if plan.HasChanges() && !*asJSON {
@@ -147,7 +201,7 @@ func runApply(ctx context.Context, e *env, args []string) int {
 		LockTimeout:          lockOpts.Timeout,
 		Lock:                 held,
 		Parallelism:          f.parallelism,
-		AllowDestroyNonEmpty: *allowNonEmpty,
+		AllowDestroyNonEmpty: f.allowNonEmpty,
 		Progress:             av.Progress,
 		Stop:                 stop,
 	})
@@ -234,22 +288,38 @@ func stackHere(e *env) string {
 	return cfg.Stack
 }
 
-// confirm asks for "yes" on a terminal and refuses without one.
-func confirm(ctx context.Context, e *env, color bool) error {
-	w, isWriter := e.stdin.(io.Writer)
-	if !isWriter || e.isTerminal == nil || !e.isTerminal(w) {
+// confirm asks for "yes" on a terminal and refuses without one; destroy
+// asks Terraform's destroy question.
+func confirm(ctx context.Context, e *env, color, destroy bool) error {
+	if !stdinIsTerminal(e) {
+		if destroy {
+			return errors.New("destroy needs confirmation, but standard input is not a terminal: re-run with -auto-approve to destroy without asking")
+		}
 		return errors.New("apply needs confirmation, but standard input is not a terminal: re-run with -auto-approve to apply without asking, or save a plan with rpd plan -out FILE and apply that file")
 	}
 	c := colorizer(color)
-	fmt.Fprintf(e.stdout, "\n%s\n  rpd will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  %s ", c.bold("Do you want to perform these actions?"), c.bold("Enter a value:"))
+	if destroy {
+		fmt.Fprintf(e.stdout, "\n%s\n  rpd will destroy everything this stack manages, as shown above.\n  There is no undo. Only 'yes' will be accepted to confirm.\n\n  %s ", c.bold("Do you really want to destroy all resources?"), c.bold("Enter a value:"))
+	} else {
+		fmt.Fprintf(e.stdout, "\n%s\n  rpd will perform the actions described above.\n  Only 'yes' will be accepted to approve.\n\n  %s ", c.bold("Do you want to perform these actions?"), c.bold("Enter a value:"))
+	}
 	line, err := readAnswer(ctx, e.stdin)
 	if err != nil {
 		return err
 	}
 	if line != "yes" {
+		if destroy {
+			return errors.New("Destroy cancelled.")
+		}
 		return errors.New("Apply cancelled.")
 	}
 	return nil
+}
+
+// stdinIsTerminal reports whether a question can be asked on stdin.
+func stdinIsTerminal(e *env) bool {
+	w, isWriter := e.stdin.(io.Writer)
+	return isWriter && e.isTerminal != nil && e.isTerminal(w)
 }
 
 // readAnswer reads one line from in, trimmed. Ctrl-C (ctx ending) cancels
@@ -279,14 +349,16 @@ func readAnswer(ctx context.Context, in io.Reader) (string, error) {
 // interruptible gives apply Terraform's Ctrl-C behaviour: the first
 // interrupt (or ctx ending) closes stop, so apply starts nothing new and
 // records what it did; a second interrupt cancels the returned context,
-// aborting calls in flight.
+// aborting calls in flight, so apply returns at once. Unlike Terraform,
+// which exits without unlocking, rpd still releases the state lock (for at
+// most 10 s) so that the next command does not find it held.
 func interruptible(ctx context.Context, e *env) (context.Context, <-chan struct{}, func()) {
 	work, abort := context.WithCancel(context.WithoutCancel(ctx))
 	stop := make(chan struct{})
 	var once sync.Once
 	graceful := func() {
 		once.Do(func() {
-			fmt.Fprintln(e.stderr, "\nInterrupt received. Stopping after the changes in flight; press Ctrl-C again to abort them.")
+			fmt.Fprintln(e.stderr, "\nInterrupt received. rpd is finishing the changes in progress, then stops cleanly and records what was done.\nPress Ctrl-C again to exit at once.")
 			close(stop)
 		})
 	}
@@ -309,7 +381,7 @@ func interruptible(ctx context.Context, e *env) (context.Context, <-chan struct{
 				n++
 				graceful()
 				if n >= 2 {
-					fmt.Fprintln(e.stderr, "Two interrupts received. Aborting the changes in flight.")
+					fmt.Fprintln(e.stderr, "Two interrupts received. Exiting at once: the changes in progress are cancelled; run the command again to converge.")
 					abort()
 					return
 				}

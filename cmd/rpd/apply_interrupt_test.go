@@ -89,10 +89,10 @@ func TestE2ECtrlCDuringApply(t *testing.T) {
 			if d := time.Since(sent); d > 20*time.Second {
 				t.Errorf("apply took %s to stop after Ctrl-C", d)
 			}
-			if !strings.Contains(stderr.String(), "Interrupt received. Stopping after the changes in flight") {
+			if !strings.Contains(stderr.String(), "Interrupt received. rpd is finishing the changes in progress, then stops cleanly") {
 				t.Errorf("stderr lacks the interrupt notice:\n%s", stderr)
 			}
-			if signals == 2 && !strings.Contains(stderr.String(), "Two interrupts received. Aborting the changes in flight.") {
+			if signals == 2 && !strings.Contains(stderr.String(), "Two interrupts received. Exiting at once") {
 				// The graceful stop finished before the second signal
 				// landed (a local create takes microseconds); the abort
 				// itself is covered in-process by TestInterruptible.

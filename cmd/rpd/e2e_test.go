@@ -259,9 +259,19 @@ func TestE2ELock(t *testing.T) {
 		}
 		r = w.must(1, "force-unlock", held.ID)
 		contains(t, r, "stderr", "not a terminal: re-run with -force")
-		r = w.must(1, "force-unlock", "-force", "no-such-lock")
-		contains(t, r, "stderr", "force-unlock no-such-lock")
+		// A wrong ID is checked first, with or without -force or a
+		// terminal, and answered with the right one in one sentence.
+		for _, args := range [][]string{{"force-unlock", "no-such-lock"}, {"force-unlock", "-force", "no-such-lock"}} {
+			r = w.must(1, args...)
+			contains(t, r, "stderr", "lock ID no-such-lock is not the lock on stack "+stack+"'s state, which is held under ID "+held.ID+" by dave@gone")
+			contains(t, r, "stderr", "run rpd force-unlock "+held.ID)
+			if strings.Count(r.stderr, "force-unlock") != 1 || strings.Contains(r.stderr, "terminal") {
+				t.Errorf("%v: want one clear sentence:\n%s", args, r.stderr)
+			}
+		}
 		w.must(0, "force-unlock", "-force", held.ID)
+		r = w.must(1, "force-unlock", "-force", held.ID)
+		contains(t, r, "stderr", "the state of stack "+stack+" is not locked")
 		w.must(0, "apply", "-auto-approve")
 	})
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 )
@@ -42,12 +43,6 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 	if cfg == nil {
 		return code
 	}
-	if !*force {
-		if err := confirmUnlock(ctx, e, id, colorizer(color)); err != nil {
-			view.Error(err)
-			return 1
-		}
-	}
 	b, err := open.Open(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend), open.Options{ReadOnly: true})
 	if err != nil {
 		view.Error(err)
@@ -55,20 +50,56 @@ func runForceUnlock(ctx context.Context, e *env, args []string) int {
 	}
 	defer b.Close()
 	if b.Lock == nil {
-		view.Error(fmt.Errorf("the %s holds no lock: nothing to unlock", b.Where))
+		view.Error(fmt.Errorf("the state of stack %s is not locked: the %s holds no lock, so there is nothing to unlock", cfg.Stack, b.Where))
 		return 1
 	}
+	// Check the ID before asking anything: a wrong ID is the common
+	// mistake, and the answer to it is the right ID.
+	if err := checkLockID(ctx, b.Lock, cfg.Stack, id); err != nil {
+		view.Error(err)
+		return 1
+	}
+	if !*force {
+		if err := confirmUnlock(ctx, e, id, colorizer(color)); err != nil {
+			view.Error(err)
+			return 1
+		}
+	}
 	if err := b.Lock.ForceUnlock(ctx, id); err != nil {
-		view.Error(fmt.Errorf("force-unlock %s of stack %s: %w; check the lock ID in the message of the command that found the lock held", id, cfg.Stack, err))
+		view.Error(fmt.Errorf("could not remove lock %s of stack %s: %w", id, cfg.Stack, err))
 		return 1
 	}
 	fmt.Fprintf(e.stdout, "%s\n\nThe state lock of stack %s has been removed. rpd commands can now take it again.\n", colorizer(color).bold(colorizer(color).green("rpd state has been successfully unlocked!")), cfg.Stack)
 	return 0
 }
 
+// checkLockID returns nil when the stack's state is locked under id, and
+// otherwise an error that says what is there instead. The locker has no
+// read of the lock, so this tries to take it for a few seconds: a held
+// lock answers with its holder; a free one is taken and released at once
+// (an expired one is taken over, which frees it as unlocking would).
+func checkLockID(ctx context.Context, l backend.Locker, stack, id string) error {
+	probe := backend.LockInfo{ID: "check-" + id, Who: reconcile.DefaultWho(), Operation: "force-unlock (checking the lock ID)"}
+	got, err := l.Lock(ctx, probe, 5*time.Second)
+	var locked *backend.LockedError
+	switch {
+	case err == nil:
+		if uerr := l.Unlock(ctx, got.ID); uerr != nil {
+			return fmt.Errorf("the state of stack %s is not locked, so there is nothing to unlock, but releasing the lock taken to check it failed (its 5 s lease frees it): %w", stack, uerr)
+		}
+		return fmt.Errorf("the state of stack %s is not locked (or its lock had expired): there is nothing to unlock", stack)
+	case errors.As(err, &locked) && locked.Holder.ID == id:
+		return nil
+	case errors.As(err, &locked):
+		h := locked.Holder
+		return fmt.Errorf("lock ID %s is not the lock on stack %s's state, which is held under ID %s by %s (operation %q, since %s); nothing was unlocked — if that holder is gone, run rpd force-unlock %s", id, stack, h.ID, h.Who, h.Operation, h.Created.Format(time.RFC3339), h.ID)
+	default:
+		return fmt.Errorf("could not read the lock of stack %s: %w", stack, err)
+	}
+}
+
 func confirmUnlock(ctx context.Context, e *env, id string, c colorizer) error {
-	w, isWriter := e.stdin.(io.Writer)
-	if !isWriter || e.isTerminal == nil || !e.isTerminal(w) {
+	if !stdinIsTerminal(e) {
 		return errors.New("force-unlock needs confirmation, but standard input is not a terminal: re-run with -force")
 	}
 	fmt.Fprintf(e.stdout, "%s\n  rpd will remove the lock %s on the stack's state.\n  This lets other rpd commands change the state even if the holder still runs.\n  Only 'yes' will be accepted to confirm.\n\n  %s ", c.bold("Do you really want to force-unlock?"), id, c.bold("Enter a value:"))

@@ -32,6 +32,7 @@ var commands = []command{
 	{"fmt", "Rewrite configuration files to the canonical format", runFmt},
 	{"plan", "Show changes required by the current configuration", runPlan},
 	{"apply", "Create or update live state to match the configuration", runApply},
+	{"destroy", "Destroy everything the stack manages", runDestroy},
 	{"show", "Show a saved plan", runShow},
 	{"state", "List or show what was applied to the stack's state", runState},
 	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
@@ -78,8 +79,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}, args)
 }
 
-// runEnv dispatches args to a command.
+// runEnv dispatches args to a command, after the global option
+// -chdir=DIR, which switches to DIR first, as Terraform's does: every path
+// the command reads or writes (configuration, saved plans, the local
+// backend's .rpd/state.db) is then relative to DIR.
 func runEnv(ctx context.Context, e *env, args []string) int {
+	args, code, ok := chdir(e, args)
+	if !ok {
+		return code
+	}
 	if len(args) == 0 {
 		printHelp(ctx, e, e.stderr, false)
 		return 1
@@ -99,6 +107,31 @@ func runEnv(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "Did you mean %q?\n", s)
 	}
 	return 1
+}
+
+// chdir handles a leading -chdir=DIR (or -chdir DIR, --chdir) and returns
+// the remaining arguments.
+func chdir(e *env, args []string) ([]string, int, bool) {
+	if len(args) == 0 {
+		return args, 0, true
+	}
+	opt, dir, hasValue := strings.Cut(strings.TrimPrefix(args[0], "-"), "=")
+	if opt != "-chdir" && opt != "chdir" {
+		return args, 0, true
+	}
+	rest := args[1:]
+	if !hasValue {
+		if len(rest) == 0 {
+			fmt.Fprintln(e.stderr, "rpd: -chdir needs a directory: rpd -chdir=DIR COMMAND [options]")
+			return nil, 1, false
+		}
+		dir, rest = rest[0], rest[1:]
+	}
+	if err := os.Chdir(dir); err != nil {
+		fmt.Fprintf(e.stderr, "rpd: -chdir=%s: %v; give an existing directory\n", dir, err)
+		return nil, 1, false
+	}
+	return rest, 0, true
 }
 
 func lookup(name string) (command, bool) {
@@ -180,7 +213,8 @@ func newFlagSet(name, usage, help string) *flag.FlagSet {
 
 // parseFlags parses args into fs. When it returns ok=false the command must
 // return code at once: 0 after -h (usage printed on stdout), 1 after a bad
-// flag (error and usage on stderr).
+// flag (error and usage on stderr; with -json, the error document on
+// stdout instead). A mistyped flag gets a suggestion.
 func parseFlags(e *env, fs *flag.FlagSet, args []string) (code int, ok bool) {
 	err := fs.Parse(args)
 	if err == nil {
@@ -191,10 +225,75 @@ func parseFlags(e *env, fs *flag.FlagSet, args []string) (code int, ok bool) {
 		fs.Usage()
 		return 0, false
 	}
-	fmt.Fprintf(e.stderr, "rpd %s: %v\n\n", fs.Name(), err)
+	msg := err.Error()
+	if name, found := strings.CutPrefix(msg, "flag provided but not defined: -"); found {
+		if s := suggestFlag(fs, name); s != "" {
+			msg += fmt.Sprintf("\nDid you mean -%s?", s)
+		}
+	}
+	if wantsJSON(fs, args) {
+		writeJSONError(e.stdout, fmt.Sprintf("rpd %s: %s; run rpd %s -h for its options", fs.Name(), msg, fs.Name()), nil)
+		return 1, false
+	}
+	fmt.Fprintf(e.stderr, "rpd %s: %s\n\n", fs.Name(), msg)
 	fs.SetOutput(e.stderr)
 	fs.Usage()
 	return 1, false
+}
+
+// wantsJSON reports whether the command was asked for -json output, even
+// when parsing stopped before the -json among args.
+func wantsJSON(fs *flag.FlagSet, args []string) bool {
+	f := fs.Lookup("json")
+	if f == nil {
+		return false
+	}
+	if f.Value.String() == "true" {
+		return true
+	}
+	for _, a := range args {
+		switch a {
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
+}
+
+// suggestFlag returns the flag of fs closest to the mistyped name (at most
+// a third of its letters different), or "".
+func suggestFlag(fs *flag.FlagSet, name string) string {
+	name, _, _ = strings.Cut(name, "=")
+	best, bestDist := "", len(name)/3+1
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func indent(s, prefix string) string {

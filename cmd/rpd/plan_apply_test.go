@@ -114,10 +114,10 @@ func TestPlanOutAndShow(t *testing.T) {
 			t.Errorf("%q: exit %d %s", args, code, errs)
 		}
 	}
-	code, _, errs = runT(t, "show", "-json", filepath.Join(dir, "nope.plan"))
+	code, out, errs = runT(t, "show", "-json", filepath.Join(dir, "nope.plan"))
 	var e struct{ Error struct{ Message string } }
-	if code != 1 || json.Unmarshal([]byte(errs), &e) != nil || !strings.Contains(e.Error.Message, "nope.plan") {
-		t.Fatalf("show -json of a missing file: exit %d %q", code, errs)
+	if code != 1 || errs != "" || json.Unmarshal([]byte(out), &e) != nil || !strings.Contains(e.Error.Message, "nope.plan") {
+		t.Fatalf("show -json of a missing file: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 	if code, _, errs := runT(t, "show", file); code != 1 || !strings.Contains(errs, "invalid saved plan") {
 		t.Fatalf("show of an HCL file: exit %d %s", code, errs)
@@ -221,7 +221,7 @@ func TestInterruptible(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a second interrupt did not abort")
 	}
-	if !strings.Contains(errs.String(), "Interrupt received.") || !strings.Contains(errs.String(), "Aborting") {
+	if !strings.Contains(errs.String(), "Interrupt received.") || !strings.Contains(errs.String(), "Exiting at once") {
 		t.Fatalf("messages: %q", errs.String())
 	}
 }

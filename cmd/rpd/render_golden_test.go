@@ -120,12 +120,15 @@ func checkGolden(t *testing.T, name string, got []byte) {
 func TestPlanGolden(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		name        string
-		before      string // applied first; "" applies nothing
-		after       string // planned
-		mutate      func(t *testing.T, lb *local.Backend)
-		refreshOnly bool
-		color       bool
+		name   string
+		before string // applied first; "" applies nothing
+		after  string // planned
+		mutate func(t *testing.T, lb *local.Backend)
+		opts   reconcile.PlanOptions
+		color  bool
+		// wantErr: the plan fails, and the golden files hold the error
+		// as each view renders it.
+		wantErr bool
 	}{
 		{name: "empty_to_full", after: goldenFull},
 		{name: "no_op", before: goldenFull, after: goldenFull},
@@ -146,13 +149,21 @@ func TestPlanGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-		{name: "refresh_only", before: goldenFull, after: goldenFull, refreshOnly: true, mutate: func(t *testing.T, lb *local.Backend) {
+		{name: "refresh_only", before: goldenFull, after: goldenFull, opts: reconcile.PlanOptions{RefreshOnly: true}, mutate: func(t *testing.T, lb *local.Backend) {
 			attrs := backend.QueueAttributes{VisibilityTimeout: 2 * time.Minute, Retention: 96 * time.Hour, Tags: map[string]string{backend.StackTag: "golden"}}
 			if err := lb.UpdateQueue(ctx, "golden-rp-medium", attrs); err != nil {
 				t.Fatal(err)
 			}
 		}},
+		{name: "destroy", before: goldenFull, after: goldenFull, opts: reconcile.PlanOptions{Destroy: true, AllowDestroyNonEmpty: true}, mutate: holdLease},
+		{name: "guard", before: goldenFull, after: goldenFull, opts: reconcile.PlanOptions{Destroy: true}, wantErr: true, mutate: func(t *testing.T, lb *local.Backend) {
+			holdLease(t, lb)
+			if err := lb.Queue("golden-rp-small").Send(ctx, `{"instanceId":"i-1"}`, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
 		{name: "warnings", before: goldenFull, after: strings.Replace(goldenFull[:strings.Index(goldenFull, `runner_class "small"`)]+goldenFull[strings.Index(goldenFull, `budget "scanner"`):], `slots       = 3`, `slots       = 1`, 1),
+			opts: reconcile.PlanOptions{AllowDestroyNonEmpty: true},
 			mutate: func(t *testing.T, lb *local.Backend) {
 				for i, slots := range []int{2, 1} {
 					rec := pools.LeaseRecord{LeaseID: "lease-" + string(rune('a'+i)), Pool: "database_pool", TaskID: "job", Slots: slots, GrantedAt: time.Now()}
@@ -183,11 +194,21 @@ func TestPlanGolden(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(t, lb)
 			}
-			p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{RefreshOnly: tc.refreshOnly})
+			p, err := reconcile.MakePlan(ctx, cfg, live, tc.opts)
+			var text, js, errs bytes.Buffer
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("the plan succeeded; want an error")
+				}
+				newPlanView(false, &text, &text, false).Error(err)
+				newPlanView(true, &js, &js, false).Error(err)
+				checkGolden(t, "plan/"+tc.name+".txt", text.Bytes())
+				checkGolden(t, "plan/"+tc.name+".json", js.Bytes())
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			var text, js, errs bytes.Buffer
 			if err := newPlanView(false, &text, &errs, tc.color).Plan(p); err != nil {
 				t.Fatal(err)
 			}
@@ -216,6 +237,16 @@ func TestPlanGolden(t *testing.T) {
 				t.Errorf("a saved plan renders differently:\n%s\n---\n%s", text2.String(), js2.String())
 			}
 		})
+	}
+}
+
+// holdLease records a lease of one slot of database_pool, as a daemon
+// granting it would.
+func holdLease(t *testing.T, lb *local.Backend) {
+	t.Helper()
+	rec := pools.LeaseRecord{LeaseID: "lease-held", Pool: "database_pool", TaskID: "job", Slots: 1, GrantedAt: time.Now()}
+	if err := lb.PoolStore().PutLease(context.Background(), rec); err != nil {
+		t.Fatal(err)
 	}
 }
 

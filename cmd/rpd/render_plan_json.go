@@ -21,6 +21,12 @@ type jsonPlan struct {
 	Warnings        []jsonWarning     `json:"warnings"`
 	Summary         reconcile.Summary `json:"summary"`
 	Changes         bool              `json:"changes"`
+	// Destroy marks a destroy plan; LeaseRecords counts the recorded
+	// grants it removes.
+	Destroy      bool `json:"destroy,omitempty"`
+	LeaseRecords int  `json:"lease_records,omitempty"`
+	// Diagnostics are the configuration's warnings.
+	Diagnostics []jsonDiagnostic `json:"diagnostics,omitempty"`
 }
 
 type jsonChange struct {
@@ -52,6 +58,8 @@ func jsonPlanOf(p *reconcile.Plan) jsonPlan {
 		Warnings:        []jsonWarning{},
 		Summary:         p.Summary(),
 		Changes:         p.HasChanges(),
+		Destroy:         p.Destroy,
+		LeaseRecords:    p.LeaseRecords,
 	}
 	for _, t := range p.Targets {
 		out.Targets = append(out.Targets, t.String())

@@ -24,7 +24,7 @@ func renderPlanText(p *reconcile.Plan, c colorizer) string {
 		if p.RefreshOnly {
 			b.WriteString("This is a refresh-only plan, so rpd will not take any actions to undo these. If you were expecting these changes then you can apply this plan to record the updated values in the rpd state without changing any live objects.\n")
 		} else {
-			b.WriteString("Unless you have made equivalent changes to your configuration, or ignored the relevant attributes, the actions below undo them.\n")
+			b.WriteString("Unless you have made equivalent changes to your configuration, the actions below undo them.\n")
 		}
 	}
 
@@ -52,7 +52,10 @@ func renderPlanText(p *reconcile.Plan, c colorizer) string {
 		b.WriteString("rpd has checked that the real live objects still match the result of your most recent changes, and found no differences.\n")
 	case p.RefreshOnly:
 		// The drift section above says it all.
-	case len(changes) == 0:
+	case len(changes) == 0 && p.Destroy && p.LeaseRecords == 0:
+		b.WriteString("\n" + c.bold(c.green("No changes.")) + c.bold(" No objects need to be destroyed.") + "\n\n")
+		b.WriteString("Either this stack has not created any objects yet, or they were already destroyed.\n")
+	case len(changes) == 0 && !p.Destroy:
 		b.WriteString("\n" + c.bold(c.green("No changes.")) + c.bold(" Your infrastructure matches the configuration.") + "\n\n")
 		b.WriteString("rpd has compared your real infrastructure against your configuration and found no differences, so no changes are needed.\n")
 	default:
@@ -80,6 +83,17 @@ func renderPlanText(p *reconcile.Plan, c colorizer) string {
 		}
 		s := p.Summary()
 		fmt.Fprintf(&b, "%s %d to add, %d to change, %d to destroy.\n", c.bold("Plan:"), s.Add, s.Change, s.Destroy)
+		if p.Destroy {
+			b.WriteString("\nThe runtime document is left empty")
+			if n := p.LeaseRecords; n > 0 {
+				verb := "are"
+				if n == 1 {
+					verb = "is"
+				}
+				fmt.Fprintf(&b, ", and the %s a daemon recorded (pool leases, budget permits, ceiling claims) %s removed", pluralize(n, "lease record"), verb)
+			}
+			b.WriteString(".\n")
+		}
 	}
 
 	for _, w := range p.Warnings {

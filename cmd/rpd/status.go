@@ -36,23 +36,31 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
+	fail := func(err error) int {
+		if *asJSON {
+			writeJSONError(e.stdout, "rpd status: "+err.Error(), nil)
+		} else {
+			fmt.Fprintf(e.stderr, "rpd status: %v\n", err)
+		}
+		return 1
+	}
+	if fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q: status takes only options", fs.Arg(0)))
+	}
 	c, err := daemonClient(e, *addr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd status: %v\n", err)
-		return 1
+		return fail(err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	st, err := c.Status(ctx)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd status: %v\n", unreachable(daemonAddr(e, *addr), err))
-		return 1
+		return fail(unreachable(daemonAddr(e, *addr), err))
 	}
 	var grants []api.Grant
 	if *verbose {
 		if grants, err = c.Leases(ctx, client.LeaseFilter{}); err != nil {
-			fmt.Fprintf(e.stderr, "rpd status: list the holders: %v\n", err)
-			return 1
+			return fail(fmt.Errorf("list the holders: %w", err))
 		}
 	}
 	switch {

@@ -70,7 +70,12 @@ func configPath(e *env, fs *flag.FlagSet) (string, int, bool) {
 				break
 			}
 		}
-		fmt.Fprintf(e.stderr, "rpd %s: expected one configuration directory or file, got %d arguments: %s; %s\n", fs.Name(), fs.NArg(), strings.Join(fs.Args(), " "), hint)
+		msg := fmt.Sprintf("rpd %s: expected one configuration directory or file, got %d arguments: %s; %s", fs.Name(), fs.NArg(), strings.Join(fs.Args(), " "), hint)
+		if wantsJSON(fs, nil) {
+			writeJSONError(e.stdout, msg, nil)
+		} else {
+			fmt.Fprintln(e.stderr, msg)
+		}
 		return "", 1, false
 	}
 }

@@ -58,7 +58,12 @@ func runVersion(_ context.Context, e *env, args []string) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(e.stderr, "rpd version: unexpected argument %q\n", fs.Arg(0))
+		msg := fmt.Sprintf("rpd version: unexpected argument %q: version takes only options", fs.Arg(0))
+		if *asJSON {
+			writeJSONError(e.stdout, msg, nil)
+		} else {
+			fmt.Fprintln(e.stderr, msg)
+		}
 		return 1
 	}
 	bi := readBuildInfo()

@@ -29,7 +29,7 @@ type planView interface {
 // newPlanView picks the view for -json or text.
 func newPlanView(asJSON bool, stdout, stderr io.Writer, color bool) planView {
 	if asJSON {
-		return &jsonView{stdout: stdout, stderr: stderr}
+		return &jsonView{stdout: stdout}
 	}
 	return &humanView{stdout: stdout, stderr: stderr, c: colorizer(color)}
 }
@@ -51,8 +51,20 @@ func (v *humanView) Saved(path string) {
 	fmt.Fprintf(v.stdout, "\nSaved the plan to: %s\n\nTo perform exactly these actions, run the following command to apply:\n    rpd apply %q\n", path, path)
 }
 
+// Error prints err; a plan's guard refusals each get their own "Error:",
+// as Terraform's diagnostics do.
 func (v *humanView) Error(err error) {
-	fmt.Fprintf(v.stderr, "\n%s %s\n", v.c.bold(v.c.red("Error:")), explain(err))
+	for _, e := range splitJoined(err) {
+		fmt.Fprintf(v.stderr, "\n%s %s\n", v.c.bold(v.c.red("Error:")), explain(e))
+	}
+}
+
+// splitJoined returns the refusals of guards one by one, or err alone.
+func splitJoined(err error) []error {
+	if r, ok := err.(reconcile.Refusals); ok {
+		return r
+	}
+	return []error{err}
 }
 
 // explain is err's message, followed by hint(err) when there is one.
@@ -73,16 +85,21 @@ func hint(err error) string {
 	return ""
 }
 
-// jsonView writes one JSON document on stdout; errors go to stderr as a
-// JSON object too, so stdout stays parseable.
+// jsonView writes one JSON document on stdout: the plan, or the error
+// document (writeJSONError) when the command fails, so stdout always parses.
 type jsonView struct {
-	stdout, stderr io.Writer
+	stdout io.Writer
+	// diags are the configuration's diagnostics, reported with the plan
+	// (warnings) or in the error document.
+	diags []jsonDiagnostic
 }
 
 var _ planView = (*jsonView)(nil)
 
 func (v *jsonView) Plan(p *reconcile.Plan) error {
-	b, err := json.MarshalIndent(jsonPlanOf(p), "", "  ")
+	doc := jsonPlanOf(p)
+	doc.Diagnostics = v.diags
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("render the plan as JSON: %w", err)
 	}
@@ -92,15 +109,60 @@ func (v *jsonView) Plan(p *reconcile.Plan) error {
 
 func (v *jsonView) Saved(string) {}
 
-func (v *jsonView) Error(err error) {
-	b, _ := json.Marshal(map[string]any{"error": map[string]string{"message": explain(err)}})
-	fmt.Fprintf(v.stderr, "%s\n", b)
+// Diagnostics takes the configuration's diagnostics (configFlags.load
+// calls it); when they hold errors, the command ends there, so it prints
+// the error document at once.
+func (v *jsonView) Diagnostics(diags hcl.Diagnostics) {
+	r := validateJSON(diags)
+	v.diags = append(v.diags, r.Diagnostics...)
+	if r.ErrorCount > 0 {
+		writeJSONError(v.stdout, fmt.Sprintf("the configuration is not valid: %s; see diagnostics", pluralize(r.ErrorCount, "error")), v.diags)
+	}
 }
 
-// applyView renders apply's progress and outcome.
+func (v *jsonView) Error(err error) {
+	for _, e := range splitJoined(err) {
+		v.diags = append(v.diags, jsonDiagnostic{Severity: "error", Summary: e.Error(), Detail: hint(e)})
+	}
+	writeJSONError(v.stdout, explain(err), v.diags)
+}
+
+// jsonError is the document every -json command prints on stdout when it
+// fails: the error's message, and the diagnostics (configuration errors
+// with their ranges, in rpd validate -json's shape; the failure itself).
+type jsonError struct {
+	Error struct {
+		Message string `json:"message"`
+	} `json:"error"`
+	Diagnostics []jsonDiagnostic `json:"diagnostics"`
+}
+
+// writeJSONError writes the jsonError document of msg to w. Without
+// diagnostics, the message is the one diagnostic.
+func writeJSONError(w io.Writer, msg string, diags []jsonDiagnostic) {
+	var doc jsonError
+	doc.Error.Message = msg
+	doc.Diagnostics = diags
+	if len(diags) == 0 {
+		doc.Diagnostics = []jsonDiagnostic{{Severity: "error", Summary: msg}}
+	}
+	b, _ := json.MarshalIndent(doc, "", "  ")
+	fmt.Fprintf(w, "%s\n", b)
+}
+
+// pluralize is "1 error", "2 errors".
+func pluralize(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// applyView renders apply's (or destroy's) progress and outcome.
 type applyView struct {
-	out io.Writer
-	c   colorizer
+	out     io.Writer
+	c       colorizer
+	destroy bool
 }
 
 // Progress prints one progress line per event, Terraform's way.
@@ -148,15 +210,15 @@ func (v *applyView) Result(r *reconcile.ApplyResult, err error) {
 			skipped++
 		}
 	}
-	resources := fmt.Sprintf("Resources: %d added, %d changed, %d destroyed.", r.Done.Add, r.Done.Change, r.Done.Destroy)
+	op, resources := resultLine(r, v.destroy)
 	if err == nil {
-		fmt.Fprintf(v.out, "\n%s %s\n", v.c.bold(v.c.green("Apply complete!")), resources)
+		fmt.Fprintf(v.out, "\n%s %s\n", v.c.bold(v.c.green(op+" complete!")), resources)
 		return
 	}
 	if len(r.Results) == 0 || !r.Started {
 		return // nothing was attempted: the error says why
 	}
-	fmt.Fprintf(v.out, "\n%s %s %d failed, %d skipped.\n\n", v.c.bold(v.c.red("Apply incomplete!")), resources, failed, skipped)
+	fmt.Fprintf(v.out, "\n%s %s %d failed, %d skipped.\n\n", v.c.bold(v.c.red(op+" incomplete!")), resources, failed, skipped)
 	width := 0
 	for _, c := range r.Results {
 		width = max(width, len(c.Address.String()))
@@ -178,6 +240,20 @@ func (v *applyView) Result(r *reconcile.ApplyResult, err error) {
 		}
 		fmt.Fprintln(v.out, line)
 	}
+}
+
+// resultLine is the operation's name and the "Resources: …" count of a
+// result, Terraform's way: a destroy counts only what it destroyed, and
+// the lease records it removed.
+func resultLine(r *reconcile.ApplyResult, destroy bool) (op, resources string) {
+	if !destroy {
+		return "Apply", fmt.Sprintf("Resources: %d added, %d changed, %d destroyed.", r.Done.Add, r.Done.Change, r.Done.Destroy)
+	}
+	resources = fmt.Sprintf("Resources: %d destroyed", r.Done.Destroy)
+	if r.LeaseRecordsDeleted > 0 {
+		resources += fmt.Sprintf(", %s removed", pluralize(r.LeaseRecordsDeleted, "lease record"))
+	}
+	return "Destroy", resources + "."
 }
 
 // colorizer wraps text in ANSI colours, or leaves it alone when disabled.
@@ -213,8 +289,9 @@ var (
 // "type" and a body per type), documented in docs/plan.md. Everything,
 // errors included, goes to stdout so a consumer reads one stream.
 type jsonStream struct {
-	out io.Writer
-	now func() time.Time
+	out     io.Writer
+	now     func() time.Time
+	destroy bool // rpd destroy: the closing summary's operation is "destroy"
 }
 
 // jsonResource names a resource in a jsonStream message.
@@ -304,11 +381,13 @@ func (s *jsonStream) Diagnostics(diags hcl.Diagnostics) {
 }
 
 func (s *jsonStream) Error(err error) {
-	d := map[string]any{"severity": "error", "summary": err.Error()}
-	if h := hint(err); h != "" {
-		d["detail"] = h
+	for _, e := range splitJoined(err) {
+		d := map[string]any{"severity": "error", "summary": e.Error()}
+		if h := hint(e); h != "" {
+			d["detail"] = h
+		}
+		s.emit("error", "diagnostic", "Error: "+e.Error(), map[string]any{"diagnostic": d})
 	}
-	s.emit("error", "diagnostic", "Error: "+err.Error(), map[string]any{"diagnostic": d})
 }
 
 // Progress streams apply_start, apply_progress, apply_complete,
@@ -349,12 +428,15 @@ func (s *jsonStream) Result(r *reconcile.ApplyResult, err error) {
 	if err != nil && (len(r.Results) == 0 || !r.Started) {
 		return // nothing was attempted: the error says why
 	}
-	msg := "Apply complete!"
-	level := "info"
+	op, resources := resultLine(r, s.destroy)
+	msg, level := op+" complete!", "info"
 	if err != nil {
-		msg, level = "Apply incomplete!", "error"
+		msg, level = op+" incomplete!", "error"
 	}
 	d := r.Done
-	s.emit(level, "change_summary", fmt.Sprintf("%s Resources: %d added, %d changed, %d destroyed.", msg, d.Add, d.Change, d.Destroy),
-		map[string]any{"changes": map[string]any{"add": d.Add, "change": d.Change, "remove": d.Destroy, "operation": "apply"}})
+	changes := map[string]any{"add": d.Add, "change": d.Change, "remove": d.Destroy, "operation": strings.ToLower(op)}
+	if s.destroy {
+		changes["lease_records_removed"] = r.LeaseRecordsDeleted
+	}
+	s.emit(level, "change_summary", msg+" "+resources, map[string]any{"changes": changes})
 }
