@@ -6,177 +6,229 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net/http"
-	"reflect"
-	"sort"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
-	"github.com/rpdhq/rpd/spec"
 )
 
-// class is one runner class's pickup manager.
-type class struct {
-	name     string
-	queue    string
-	mgr      *pickup.Manager
-	decl     spec.RunnerClass
-	retained bool
-}
-
-// classPlan is the runner-class part of a prepared plan.
-type classPlan struct {
-	decls   []spec.RunnerClass
-	queues  map[string]string
-	cfgs    map[string]pickup.Config
-	newMgrs map[string]*pickup.Manager // new classes, and classes whose queue changed
-}
-
-func queueName(stack string, rc spec.RunnerClass) string {
-	if rc.Queue.Name != "" {
-		return rc.Queue.Name
-	}
-	return reconcile.DefaultQueueName(stack, rc.Name)
-}
-
-func (c *components) pickupConfig(rc spec.RunnerClass) pickup.Config {
+// pickupConfig is the one conversion of a runner-class entry to the pickup
+// package's configuration. shortPoll says the backend's polls see the
+// whole queue (the local backend), so an empty one is confirmed at once
+// instead of after a 1 s long poll.
+func pickupConfig(name string, e reconcile.ClassEntry, shortPoll bool) pickup.Config {
 	pc := pickup.Config{
-		Class: rc.Name, CPU: rc.CPU, Mem: rc.Mem, InstanceTypes: rc.InstanceTypes,
-		Mode: pickup.Mode(rc.Pickup.Mode), RequeueDelay: rc.Pickup.RequeueDelay, LocalExhaustion: rc.Pickup.LocalExhaustion,
+		Class: name, CPU: e.CPU, Mem: e.Mem, InstanceTypes: e.InstanceTypes.Slice(),
+		Mode: pickup.Mode(e.Mode), RequeueDelay: time.Duration(e.RequeueDelay), LocalExhaustion: e.LocalExhaustion,
 	}
-	if c.backend != nil && c.backend.Config.Type == "local" {
-		// The local backend's short polls see the whole queue, so an empty
-		// one is confirmed at once instead of after a 1 s long poll.
+	if shortPoll {
 		pc.EmptyConfirmWait = pickup.ShortPollConfirm
 	}
 	return pc
 }
 
-// prepareClasses validates every class's pickup configuration and builds
-// the managers that must be new. Called with c.mu read-locked.
-func (c *components) prepareClasses(cfg *spec.Config) (classPlan, error) {
-	cp := classPlan{decls: cfg.RunnerClasses, queues: map[string]string{}, cfgs: map[string]pickup.Config{}, newMgrs: map[string]*pickup.Manager{}}
+// class is one runner class's pickup manager.
+type class struct {
+	name     string
+	mgr      *pickup.Manager
+	entry    reconcile.ClassEntry
+	retained bool
+}
+
+// classSet is the runner classes of the configuration, a pickup manager
+// each.
+type classSet struct {
+	log       *slog.Logger
+	shortPoll bool
+	// open builds a pickup manager on the named queue; nil (no backend)
+	// builds none.
+	open func(pc pickup.Config, queue string) (*pickup.Manager, error)
+
+	mu sync.Mutex
+	m  map[string]*class
+}
+
+var _ componentSet = (*classSet)(nil)
+
+func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, string) (*pickup.Manager, error)) *classSet {
+	return &classSet{log: log, shortPoll: shortPoll, open: open, m: map[string]*class{}}
+}
+
+// prepare validates every class's pickup configuration and builds the
+// managers that must be new: for new classes, and classes whose queue
+// changed.
+func (s *classSet) prepare(in *input) (commitFunc, error) {
+	s.mu.Lock()
+	have := maps.Clone(s.m)
+	s.mu.Unlock()
+	entries := in.doc.RunnerClasses
+	fresh := map[string]*pickup.Manager{}
 	var errs []error
-	for _, rc := range cfg.RunnerClasses {
-		pc := c.pickupConfig(rc)
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		addr := reconcile.Address{Type: reconcile.TypeRunnerClass, Name: name}
+		pc := pickupConfig(name, e, s.shortPoll)
 		if err := pc.Validate(); err != nil {
-			errs = append(errs, at(rc.DeclRange, "runner_class %q: %v", rc.Name, err))
+			errs = append(errs, in.errorf(addr, "%v", err))
 			continue
 		}
-		q := queueName(cfg.Stack, rc)
-		cp.cfgs[rc.Name], cp.queues[rc.Name] = pc, q
-		if cur, ok := c.classes[rc.Name]; ok && cur.queue == q {
+		if cur, ok := have[name]; (ok && cur.entry.Queue == e.Queue) || s.open == nil {
 			continue
 		}
-		if c.backend == nil {
-			continue
-		}
-		m, err := pickup.NewManager(pc, c.backend.Queue(q), c.backend.Instances, pickup.Options{
-			Logger: c.log.With("runner_class", rc.Name),
-			Depth:  queueDepth(c.backend.Queues, q),
-		})
+		m, err := s.open(pc, e.Queue)
 		if err != nil {
-			errs = append(errs, at(rc.DeclRange, "runner_class %q: %v", rc.Name, err))
+			errs = append(errs, in.errorf(addr, "%v", err))
 			continue
 		}
-		cp.newMgrs[rc.Name] = m
+		fresh[name] = m
 	}
-	return cp, errors.Join(errs...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
 }
 
-func queueDepth(admin backend.QueueAdmin, name string) func(ctx context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
-		info, err := admin.DescribeQueue(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		return info.Visible, nil
-	}
-}
-
-// commitClasses installs new managers and reconfigures the others in
-// place. Called with c.mu locked.
-func (c *components) commitClasses(cp classPlan) ([]string, error) {
+// commit installs new managers and reconfigures the others in place.
+func (s *classSet) commit(entries map[string]reconcile.ClassEntry, fresh map[string]*pickup.Manager) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var changes []string
 	var errs []error
-	declared := map[string]bool{}
-	for _, rc := range cp.decls {
-		declared[rc.Name] = true
-		if m, ok := cp.newMgrs[rc.Name]; ok {
-			old, had := c.classes[rc.Name]
-			c.classes[rc.Name] = &class{name: rc.Name, queue: cp.queues[rc.Name], mgr: m, decl: rc}
-			if had {
-				changes = append(changes, fmt.Sprintf("runner_class.%s: queue %s -> %s", rc.Name, old.queue, cp.queues[rc.Name]))
-			} else {
-				changes = append(changes, fmt.Sprintf("runner_class.%s: created", rc.Name))
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		cur, had := s.m[name]
+		m := fresh[name]
+		if m == nil && !had && s.open != nil { // swept since prepare
+			var err error
+			if m, err = s.open(pickupConfig(name, e, s.shortPoll), e.Queue); err != nil {
+				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
+				continue
 			}
-			continue
 		}
-		cur, ok := c.classes[rc.Name]
-		if !ok {
-			continue // no backend (tests of the plan alone)
+		switch {
+		case m != nil:
+			s.m[name] = &class{name: name, mgr: m, entry: e}
+			if had {
+				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
+			} else {
+				changes = append(changes, fmt.Sprintf("runner_class.%s: created", name))
+			}
+		case !had:
+			// No backend (tests of the plan alone).
+		case cur.entry == e:
+			cur.retained = false
+		default:
+			cur.retained = false
+			if err := cur.mgr.Reconfigure(pickupConfig(name, e, s.shortPoll)); err != nil {
+				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
+				continue
+			}
+			changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
+			cur.entry = e
 		}
-		cur.retained = false
-		if sameClass(cur.decl, rc) {
-			continue
-		}
-		if err := cur.mgr.Reconfigure(cp.cfgs[rc.Name]); err != nil {
-			errs = append(errs, at(rc.DeclRange, "runner_class %q: %v", rc.Name, err))
-			continue
-		}
-		cur.decl = rc
-		changes = append(changes, fmt.Sprintf("runner_class.%s: reconfigured", rc.Name))
 	}
-	for name, cl := range c.classes {
-		if !declared[name] && !cl.retained {
-			cl.retained = true
-			changes = append(changes, fmt.Sprintf("runner_class.%s: removed from the configuration", name))
+	for _, name := range slices.Sorted(maps.Keys(s.m)) {
+		if cl := s.m[name]; !cl.retained {
+			if _, ok := entries[name]; !ok {
+				cl.retained = true
+				changes = append(changes, fmt.Sprintf("runner_class.%s: removed from the configuration", name))
+			}
 		}
 	}
 	return changes, errors.Join(errs...)
 }
 
-// sweepClassesLocked drops removed classes: a pickup manager holds nothing
-// between calls (no goroutine outlives a Pickup), so a removed class goes
-// at once; its claimed instances stay releasable through the instance
-// table (they are retired, see releaseInstance).
-func (c *components) sweepClassesLocked() {
-	for name, cl := range c.classes {
+// sweep drops removed classes: a pickup manager holds nothing between
+// calls (no goroutine outlives a Pickup), so a removed class goes at once;
+// its claimed instances stay releasable through the instance table (they
+// are retired, see releaseInstance).
+func (s *classSet) sweep(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, cl := range s.m {
 		if cl.retained {
-			delete(c.classes, name)
+			delete(s.m, name)
 		}
 	}
 }
 
-func (c *components) class(name string) (*class, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	cl, ok := c.classes[name]
-	return cl, ok && !cl.retained
+func (s *classSet) close() {}
+
+// live returns the pickup manager of a declared class.
+func (s *classSet) live(name string) (*pickup.Manager, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl, ok := s.m[name]
+	if !ok || cl.retained {
+		return nil, false
+	}
+	return cl.mgr, true
 }
 
-func (c *components) classStatuses() []api.ClassStatus {
-	c.mu.RLock()
-	list := make([]*class, 0, len(c.classes))
-	for _, cl := range c.classes {
-		list = append(list, cl)
+// get returns a copy of a declared class.
+func (s *classSet) get(name string) (*class, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cl, ok := s.m[name]
+	if !ok || cl.retained {
+		return nil, false
 	}
-	c.mu.RUnlock()
-	out := make([]api.ClassStatus, 0, len(list))
-	for _, cl := range list {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st := cl.mgr.Stats(ctx)
-		cancel()
-		out = append(out, api.ClassStatus{Name: cl.name, Queue: cl.queue, Mode: string(cl.mgr.Config().Mode), Outcomes: outcomes(st)})
+	c := *cl
+	return &c, true
+}
+
+// declared lists copies of the declared classes (not the removed ones),
+// sorted by name.
+func (s *classSet) declared() []*class {
+	return slices.DeleteFunc(s.snapshot(), func(cl *class) bool { return cl.retained })
+}
+
+// snapshot lists copies of every class, sorted by name.
+func (s *classSet) snapshot() []*class {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	list := make([]*class, 0, len(s.m))
+	for _, cl := range s.m {
+		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, retained: cl.retained})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	slices.SortFunc(list, func(a, b *class) int { return strings.Compare(a.name, b.name) })
+	return list
+}
+
+// stats reads a manager's counters and its queue's depth (I/O, bounded).
+func stats(m *pickup.Manager) pickup.Stats {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return m.Stats(ctx)
+}
+
+func (s *classSet) status(out *api.Components) {
+	for _, cl := range s.snapshot() {
+		out.Classes = append(out.Classes, api.ClassStatus{Name: cl.name, Queue: cl.entry.Queue, Mode: string(cl.mgr.Config().Mode), Outcomes: outcomes(cl.mgr.Counters())})
+	}
+}
+
+func (s *classSet) collect(ch chan<- prometheus.Metric) {
+	for _, cl := range s.snapshot() {
+		st := stats(cl.mgr)
+		if st.QueueDepth != nil {
+			gauge(ch, descClassDepth, float64(*st.QueueDepth), cl.name)
+		}
+		for ev, n := range outcomes(st) {
+			counter(ch, descClassDecisions, float64(n), cl.name, ev)
+		}
+		gauge(ch, descClassLatency, st.Latency.P50.Seconds(), cl.name, "0.5")
+		gauge(ch, descClassLatency, st.Latency.P99.Seconds(), cl.name, "0.99")
+	}
 }
 
 func outcomes(st pickup.Stats) map[string]int64 {
@@ -204,7 +256,7 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("%v", err))
 		return
 	}
-	cl, ok := d.comp.class(name)
+	mgr, ok := d.comp.classes.live(name)
 	if !ok {
 		d.fail(w, r, notFound("no runner_class %q: declare it with a runner_class block", name))
 		return
@@ -213,7 +265,7 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 	if owner == "" {
 		owner = "worker-" + randomHex(8)
 	}
-	inst, err := cl.mgr.Pickup(r.Context(), reqs, owner)
+	inst, err := mgr.Pickup(r.Context(), reqs, owner)
 	if err != nil {
 		var ex *pickup.ExhaustedError
 		if errors.As(err, &ex) {
@@ -231,7 +283,7 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 		// Nobody received the instance: give it back to the pool.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = cl.mgr.Release(ctx, inst.ID, owner, pickup.ReOffer)
+		_, _ = mgr.Release(ctx, inst.ID, owner, pickup.ReOffer)
 	}
 }
 
@@ -258,7 +310,7 @@ func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("class %q in the body disagrees with runner_class %q of the path", req.Class, name))
 		return
 	}
-	cl, ok := d.comp.class(name)
+	mgr, ok := d.comp.classes.live(name)
 	if !ok {
 		d.fail(w, r, notFound("no runner_class %q: declare it with a runner_class block", name))
 		return
@@ -267,7 +319,7 @@ func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 		ID: req.InstanceID, Class: name, UsageClass: req.UsageClass, InstanceType: req.InstanceType,
 		CPU: req.CPU, MemMiB: req.Mem, ResourceClass: req.ResourceClass, Threshold: req.Threshold,
 	}
-	if err := cl.mgr.Offer(r.Context(), inst); err != nil {
+	if err := mgr.Offer(r.Context(), inst); err != nil {
 		var de *pickup.DiscardError
 		if errors.As(err, &de) {
 			d.fail(w, r, badRequest("%v", err))
@@ -304,7 +356,7 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 	if owner == "" {
 		owner = inst.Owner
 	}
-	cl, ok := d.comp.class(inst.Class)
+	mgr, ok := d.comp.classes.live(inst.Class)
 	if !ok {
 		// The class was removed from the configuration: there is no queue
 		// to re-offer the instance to, so it is retired, never left
@@ -324,7 +376,7 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 	if req.Retire {
 		disp = pickup.Retire
 	}
-	out, err := cl.mgr.Release(r.Context(), id, owner, disp)
+	out, err := mgr.Release(r.Context(), id, owner, disp)
 	if err != nil {
 		if errors.Is(err, pickup.ErrConditionFailed) {
 			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: err.Error()})
@@ -348,38 +400,9 @@ func describeClasses(ch chan<- *prometheus.Desc) {
 	ch <- descClassDepth
 }
 
-// sameClass reports whether two declarations of a class configure its
-// pickup manager alike.
-func sameClass(a, b spec.RunnerClass) bool {
-	a.DeclRange, b.DeclRange = hcl.Range{}, hcl.Range{}
-	return reflect.DeepEqual(a, b)
-}
-
 // randomHex returns n random bytes in hex.
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-func (d *Daemon) collectClasses(ch chan<- prometheus.Metric) {
-	d.comp.mu.RLock()
-	list := make([]*class, 0, len(d.comp.classes))
-	for _, cl := range d.comp.classes {
-		list = append(list, cl)
-	}
-	d.comp.mu.RUnlock()
-	for _, cl := range list {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st := cl.mgr.Stats(ctx)
-		cancel()
-		if st.QueueDepth != nil {
-			gauge(ch, descClassDepth, float64(*st.QueueDepth), cl.name)
-		}
-		for ev, n := range outcomes(st) {
-			counter(ch, descClassDecisions, float64(n), cl.name, ev)
-		}
-		gauge(ch, descClassLatency, st.Latency.P50.Seconds(), cl.name, "0.5")
-		gauge(ch, descClassLatency, st.Latency.P99.Seconds(), cl.name, "0.99")
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -21,7 +20,7 @@ import (
 const classReadTimeout = 2 * time.Second
 
 func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
-	list := d.comp.classList()
+	list := d.comp.classes.declared()
 	out := api.ClassList{Classes: make([]api.ClassDetail, 0, len(list))}
 	for _, cl := range list {
 		out.Classes = append(out.Classes, d.classDetail(r.Context(), cl))
@@ -39,7 +38,7 @@ func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) liveClass(name string) (*class, error) {
-	cl, ok := d.comp.class(name)
+	cl, ok := d.comp.classes.get(name)
 	if !ok {
 		return nil, notFound("no runner_class %q: declare it with a runner_class block", name)
 	}
@@ -53,13 +52,13 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 	defer cancel()
 	counts := outcomes(cl.mgr.Counters())
 	out := api.ClassDetail{
-		Name: cl.name, Queue: cl.queue, Mode: string(cl.mgr.Config().Mode),
+		Name: cl.name, Queue: cl.entry.Queue, Mode: string(cl.mgr.Config().Mode),
 		Outcomes: counts,
 		Recent:   d.history.recent(d.opts.Clock.Now(), cl.name, counts),
 		Errors:   []string{},
 	}
-	if info, err := d.backend.Queues.DescribeQueue(ctx, cl.queue); err != nil {
-		out.Errors = append(out.Errors, fmt.Sprintf("queue %s depth: %v", cl.queue, err))
+	if info, err := d.backend.Queues.DescribeQueue(ctx, cl.entry.Queue); err != nil {
+		out.Errors = append(out.Errors, fmt.Sprintf("queue %s depth: %v", cl.entry.Queue, err))
 	} else {
 		out.Depth = api.QueueDepth{Visible: info.Visible, InFlight: info.InFlight, Delayed: info.Delayed}
 	}
@@ -118,25 +117,12 @@ func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
 }
 
-func (c *components) classList() []*class {
-	c.mu.RLock()
-	out := make([]*class, 0, len(c.classes))
-	for _, cl := range c.classes {
-		if !cl.retained {
-			out = append(out, cl)
-		}
-	}
-	c.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
-
 // sampleClasses records every class's pickup counters for the recent
 // figures (the sweep loop calls it every second; the history keeps one
 // sample per historyStep).
 func (d *Daemon) sampleClasses() {
 	now := d.opts.Clock.Now()
-	list := d.comp.classList()
+	list := d.comp.classes.declared()
 	names := make(map[string]bool, len(list))
 	for _, cl := range list {
 		names[cl.name] = true

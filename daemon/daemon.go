@@ -11,10 +11,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -43,6 +47,12 @@ type Options struct {
 	Path string
 	// Vars are the configuration's variable values.
 	Vars spec.Vars
+	// Diagnostics, when set, receives the diagnostics of the start-up load
+	// of the configuration, warnings included, with its parsed files (for
+	// source snippets), so that a caller prints them without loading the
+	// configuration a second time. Errors also fail New with a
+	// *ConfigError.
+	Diagnostics func(files map[string]*hcl.File, diags hcl.Diagnostics)
 	// Listen overrides the configuration's listen address.
 	Listen string
 	// Token is the bearer token from RPD_TOKEN; it overrides the
@@ -183,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	var res api.ReloadResult
 	if opts.Mode == ModeWatch {
 		d.reloader.mu.Lock()
-		res = d.applyLocked(ctx, d.reloader.state(), cfg, hash, time.Now())
+		res = d.applyLocked(ctx, d.reloader.state(), watchInput(cfg), hash, time.Now())
 		d.reloader.mu.Unlock()
 	} else {
 		res = d.Reload(ctx)
@@ -219,25 +229,63 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	return d, nil
 }
 
+// newComponents builds the daemon's sets, empty, on the open backend.
+func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend) *components {
+	openClass := func(pc pickup.Config, queue string) (*pickup.Manager, error) {
+		return pickup.NewManager(pc, be.Queue(queue), be.Instances, pickup.Options{
+			Logger: log.With("runner_class", pc.Class),
+			Depth:  queueDepth(be.Queues, queue),
+		})
+	}
+	return &components{
+		pools:    newPoolSet(log, pm, be.Pools.LoadLeases),
+		budgets:  newBudgetSet(log),
+		ceilings: newCeilingSet(log),
+		classes:  newClassSet(log, be.Config.Type == "local", openClass),
+	}
+}
+
+func queueDepth(admin backend.QueueAdmin, name string) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		info, err := admin.DescribeQueue(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		return info.Visible, nil
+	}
+}
+
 // initialConfig loads the start-up configuration: the watched one, or in
 // serve mode the one that says where the backend is.
 func (d *Daemon) initialConfig() (*spec.Config, string, error) {
-	if d.opts.Path == "" {
-		cfg, diags := spec.NewLoader().LoadSources(map[string][]byte{"(defaults)": nil}, d.opts.Vars)
-		if diags.HasErrors() {
-			return nil, "", &ConfigError{Diags: diags}
+	files, hash := map[string][]byte{"(defaults)": nil}, ""
+	l := spec.NewLoader()
+	var cfg *spec.Config
+	var diags hcl.Diagnostics
+	if d.opts.Path != "" {
+		snap, err := watch.Take(d.opts.Path)
+		if err == nil && len(snap.Files) == 0 {
+			err = errNoFiles
 		}
-		return cfg, "", nil
+		if err != nil {
+			// The loader says what is wrong with the path the way every
+			// other command does.
+			if cfg, diags = l.Load(d.opts.Path, d.opts.Vars); !diags.HasErrors() {
+				return nil, "", err
+			}
+		}
+		files, hash = snap.Files, snap.Hash
 	}
-	snap, err := watch.Take(d.opts.Path)
-	if err != nil {
-		return nil, "", err
+	if !diags.HasErrors() {
+		cfg, diags = l.LoadSources(files, d.opts.Vars)
 	}
-	cfg, err := loadSnapshot(snap, d.opts.Vars)
-	if err != nil {
-		return nil, "", err
+	if d.opts.Diagnostics != nil && len(diags) > 0 {
+		d.opts.Diagnostics(l.Files(), diags)
 	}
-	return cfg, snap.Hash, nil
+	if diags.HasErrors() {
+		return nil, "", &ConfigError{Diags: diags, Files: l.Files()}
+	}
+	return cfg, hash, nil
 }
 
 // Addr is the address the API listens on.
@@ -328,7 +376,7 @@ func (d *Daemon) close() {
 		d.leaseStore.close()
 	}
 	if d.comp != nil {
-		d.grants.sweepClaims(d.comp.claimLive) // records of claims that ended since the last sweep
+		d.grants.sweepClaims(d.comp.ceilings.claimLive) // records of claims that ended since the last sweep
 	}
 	d.grants.close()
 	if d.backend != nil {
@@ -346,8 +394,8 @@ func (d *Daemon) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			d.comp.sweep()
-			d.grants.sweepClaims(d.comp.claimLive)
+			d.comp.sweep(ctx)
+			d.grants.sweepClaims(d.comp.ceilings.claimLive)
 			d.sampleClasses()
 		}
 	}

@@ -21,8 +21,8 @@ func FuzzDecodeRequests(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	d := &Daemon{comp: newComponents(nil, nil, nil)}
-	d.comp.priorities["critical"] = 100
+	d := &Daemon{comp: &components{pools: newPoolSet(nil, nil, nil)}}
+	d.comp.pools.prios["critical"] = 100
 	f.Fuzz(func(t *testing.T, body []byte) {
 		check := func(err error) {
 			if err == nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
@@ -42,14 +41,7 @@ func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 // BudgetsInUse reports what each budget has handed out, for the plan's
 // live-impact warnings.
 func (d *Daemon) BudgetsInUse(ctx context.Context) (map[string]reconcile.BudgetUse, error) {
-	d.comp.mu.RLock()
-	defer d.comp.mu.RUnlock()
-	out := make(map[string]reconcile.BudgetUse, len(d.comp.budgets))
-	for name, b := range d.comp.budgets {
-		st := b.pool.Stats()
-		out[name] = reconcile.BudgetUse{ScanRing: st.ScanRingInUse, DeltaCache: st.DeltaCacheInUse, SpillSlots: st.SpillSlotsInUse}
-	}
-	return out, nil
+	return d.comp.budgets.inUse(), nil
 }
 
 var _ reconcile.BudgetUsageReader = (*Daemon)(nil)
@@ -94,69 +86,11 @@ func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult 
 	if rd.Stack != "" && rd.Stack != d.stack {
 		return d.rejectLocked(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
 	}
-	cfg := configFromDoc(d.stack, d.base, rd)
-	res := d.applyLocked(ctx, prev, cfg, hash, start)
+	res := d.applyLocked(ctx, prev, &input{doc: rd, cfg: d.base}, hash, start)
 	if res.OK {
 		// Status reports the version of the document in force, not of one
 		// that was rejected.
 		d.stateVersion.Store(version)
 	}
 	return res
-}
-
-// configFromDoc turns a runtime document into the configuration the
-// components take. base supplies what the document does not hold (backend,
-// listen, token).
-func configFromDoc(stack string, base *spec.Config, rd *reconcile.RuntimeDoc) *spec.Config {
-	cfg := &spec.Config{Stack: stack}
-	if base != nil {
-		cfg.Listen, cfg.Token, cfg.Backend = base.Listen, base.Token, base.Backend
-	}
-	for _, name := range sortedKeys(rd.RunnerClasses) {
-		c := rd.RunnerClasses[name]
-		rc := spec.RunnerClass{
-			Name: name, CPU: c.CPU, Mem: c.Mem, InstanceTypes: c.InstanceTypes, AllowDestroy: c.AllowDestroy,
-			Pickup: spec.PickupSpec{RequeueDelay: time.Duration(c.RequeueDelay), LocalExhaustion: c.LocalExhaustion, Mode: c.Mode},
-		}
-		rc.Queue.Name = c.Queue
-		if q, ok := rd.Queues[name]; ok {
-			rc.Queue.VisibilityTimeout, rc.Queue.Retention, rc.Queue.Delay = time.Duration(q.VisibilityTimeout), time.Duration(q.Retention), time.Duration(q.Delay)
-		}
-		cfg.RunnerClasses = append(cfg.RunnerClasses, rc)
-	}
-	for _, name := range sortedKeys(rd.Budgets) {
-		b := rd.Budgets[name]
-		cfg.Budgets = append(cfg.Budgets, spec.Budget{Name: name, ScanRing: b.ScanRing, DeltaCache: b.DeltaCache, SpillSlots: b.SpillSlots})
-	}
-	for _, name := range sortedKeys(rd.VMCeilings) {
-		v := rd.VMCeilings[name]
-		vc := spec.VMCeiling{Name: name, Max: v.Max, ClaimTTL: time.Duration(v.ClaimTTL), PollInterval: time.Duration(v.PollInterval), StaleAfter: time.Duration(v.StaleAfter), Grant: v.Grant}
-		if u := v.Usage; u != nil {
-			vc.Usage = &spec.UsageSource{Type: u.Type, URL: u.URL, Field: u.Field, Timeout: time.Duration(u.Timeout)}
-		}
-		cfg.VMCeilings = append(cfg.VMCeilings, vc)
-	}
-	hasDefault := false
-	for _, name := range sortedKeys(rd.Pools) {
-		p := rd.Pools[name]
-		hasDefault = hasDefault || name == spec.DefaultPoolName
-		cfg.Pools = append(cfg.Pools, spec.Pool{Name: name, Slots: p.Slots, Description: p.Description, LeaseTTL: time.Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, AllowDestroy: p.AllowDestroy})
-	}
-	if !hasDefault {
-		cfg.Pools = append(cfg.Pools, spec.Pool{Name: spec.DefaultPoolName, Slots: 16})
-		sort.Slice(cfg.Pools, func(i, j int) bool { return cfg.Pools[i].Name < cfg.Pools[j].Name })
-	}
-	for _, name := range sortedKeys(rd.Priorities) {
-		cfg.Priorities = append(cfg.Priorities, spec.Priority{Name: name, Weight: rd.Priorities[name].Weight})
-	}
-	return cfg
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

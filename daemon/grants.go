@@ -224,11 +224,11 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, err
 		if !now.Before(l.ExpiresAt) {
 			return lapsed, nil
 		}
-		b, ok := d.comp.budget(l.Budget)
-		if !ok || b.retained || !strings.HasPrefix(l.LeaseID, l.Budget+"~") {
+		pool, ok := d.comp.budgets.live(l.Budget)
+		if !ok || !strings.HasPrefix(l.LeaseID, l.Budget+"~") {
 			return dropped, fmt.Errorf("permit %s: budget %q is not configured", l.LeaseID, l.Budget)
 		}
-		perm, err := b.pool.Restore(permitRequest(*l))
+		perm, err := pool.Restore(permitRequest(*l))
 		if err != nil {
 			return dropped, fmt.Errorf("permit %s: %w", l.LeaseID, err)
 		}
@@ -239,15 +239,15 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, err
 	if c.ConfirmedAt.IsZero() && !now.Before(c.ExpiresAt) {
 		return lapsed, nil
 	}
-	ce, ok := d.comp.ceiling(c.Ceiling)
-	if !ok || ce.retained {
+	l, ok := d.comp.ceilings.find(c.Ceiling, true)
+	if !ok {
 		return dropped, fmt.Errorf("claim %s: vm_ceiling %q is not configured", c.ClaimID, c.Ceiling)
 	}
 	id, err := ledger.ParseClaimID(c.ClaimID)
 	if err != nil {
 		return dropped, err
 	}
-	_, err = ce.ledger.Restore(ledger.RestoredClaim{ID: id, WorkerID: c.WorkerID, Count: c.Count,
+	_, err = l.Restore(ledger.RestoredClaim{ID: id, WorkerID: c.WorkerID, Count: c.Count,
 		GrantedAt: c.GrantedAt, ExpiresAt: c.ExpiresAt, ConfirmedAt: c.ConfirmedAt})
 	switch {
 	case err == nil:

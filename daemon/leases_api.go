@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"net/http"
 	"net/url"
 	"slices"
@@ -61,16 +60,13 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
 	out := []api.Grant{}
 	if f.kind == "" || f.kind == api.KindPool {
-		for _, st := range d.comp.pools.ListPools() {
-			if f.component != "" && st.Name != f.component {
+		names, byPool := d.comp.pools.holders()
+		for _, name := range names {
+			if f.component != "" && name != f.component {
 				continue
 			}
-			holders, _, err := d.comp.pools.Holders(st.Name)
-			if err != nil {
-				continue // deleted since ListPools
-			}
-			for _, h := range holders {
-				if g := poolGrant(st.Name, h); f.match(g) {
+			for _, h := range byPool[name] {
+				if g := poolGrant(name, h); f.match(g) {
 					out = append(out, g)
 				}
 			}
@@ -84,7 +80,7 @@ func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
 		}
 	}
 	if f.kind == "" || f.kind == api.KindClaim {
-		for _, ce := range d.comp.ceilingList() {
+		for _, ce := range d.comp.ceilings.snapshot() {
 			if f.component != "" && ce.name != f.component {
 				continue
 			}
@@ -150,16 +146,5 @@ func (t *permitTable) list() []api.Lease {
 		}
 		return strings.Compare(a.LeaseID, b.LeaseID)
 	})
-	return out
-}
-
-func (c *components) ceilingList() []*ceiling {
-	c.mu.RLock()
-	out := make([]*ceiling, 0, len(c.ceilings))
-	for _, ce := range c.ceilings {
-		out = append(out, ce)
-	}
-	c.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *ceiling) int { return cmp.Compare(a.name, b.name) })
 	return out
 }

@@ -110,80 +110,9 @@ func b2f(b bool) float64 {
 
 func (c *componentCollector) Collect(ch chan<- prometheus.Metric) {
 	comp := c.d.comp
-	comp.mu.RLock()
-	gone := make(map[string]bool, len(comp.poolGone))
-	for n := range comp.poolGone {
-		gone[n] = true
-	}
-	budgets := make([]*budget, 0, len(comp.budgets))
-	for _, b := range comp.budgets {
-		budgets = append(budgets, b)
-	}
-	ceilings := make([]*ceiling, 0, len(comp.ceilings))
-	for _, ce := range comp.ceilings {
-		ceilings = append(ceilings, ce)
-	}
-	comp.mu.RUnlock()
-
-	for _, s := range comp.pools.ListPools() {
-		n := s.Name
-		gauge(ch, descPoolSlots, float64(s.Total), n)
-		gauge(ch, descPoolUsed, float64(s.Used), n)
-		gauge(ch, descPoolAvailable, float64(s.Available), n)
-		gauge(ch, descPoolQueued, float64(s.Queued), n)
-		gauge(ch, descPoolRetained, b2f(gone[n]), n)
-		st := s.Stats
-		for _, e := range []struct {
-			ev string
-			v  uint64
-		}{{"granted", st.Granted}, {"released", st.Released}, {"cancelled", st.Cancelled}, {"timed_out", st.TimedOut}, {"expired", st.Expired}, {"rejected", st.Rejected}} {
-			counter(ch, descPoolEvents, float64(e.v), n, e.ev)
-		}
-		counter(ch, descPoolWaits, float64(st.Wait.Count), n)
-		counter(ch, descPoolWaitSecs, st.Wait.Sum.Seconds(), n)
-	}
-
-	held := c.d.permits.count()
-	for _, b := range budgets {
-		n := b.name
-		p := b.pool
-		st := p.Stats()
-		gauge(ch, descBudgetBytes, float64(p.ScanRingTotal()), n, "scan_ring")
-		gauge(ch, descBudgetBytes, float64(p.DeltaCacheTotal()), n, "delta_cache")
-		gauge(ch, descBudgetBytesInUse, float64(st.ScanRingInUse), n, "scan_ring")
-		gauge(ch, descBudgetBytesInUse, float64(st.DeltaCacheInUse), n, "delta_cache")
-		if total, limited := p.SpillSlotsTotal(); limited {
-			gauge(ch, descBudgetSpill, float64(total), n)
-		}
-		gauge(ch, descBudgetSpillInUse, float64(st.SpillSlotsInUse), n)
-		gauge(ch, descBudgetQueued, float64(st.Queued), n)
-		gauge(ch, descPermitsHeld, float64(held[n]), n)
-		counter(ch, descBudgetEvents, float64(st.Granted), n, "granted")
-		counter(ch, descBudgetEvents, float64(st.Denied), n, "denied")
-		counter(ch, descBudgetEvents, float64(st.Waited), n, "waited")
-		counter(ch, descBudgetEvents, float64(st.Cancelled), n, "cancelled")
-		counter(ch, descBudgetWaitSecs, st.WaitTime.Seconds(), n)
-	}
+	comp.pools.collect(ch)
+	comp.budgets.collect(ch, c.d.permits.count())
 	counter(ch, descPermitsExpired, float64(c.d.permits.expired.Load()))
-
-	for _, ce := range ceilings {
-		n := ce.name
-		s := ce.ledger.Status()
-		gauge(ch, descCeilingMax, float64(s.Max), n)
-		gauge(ch, descCeilingActive, float64(s.ProviderActive), n)
-		gauge(ch, descCeilingClaims, float64(s.LocalClaims), n)
-		gauge(ch, descCeilingEffective, float64(s.Effective), n)
-		gauge(ch, descCeilingAvailable, float64(s.Available), n)
-		gauge(ch, descCeilingQueued, float64(s.Queued), n)
-		gauge(ch, descCeilingStale, b2f(s.Stale), n)
-		st := ce.ledger.Stats()
-		for _, e := range []struct {
-			ev string
-			v  uint64
-		}{{"granted", st.Granted}, {"queued", st.Queued}, {"expired_unconfirmed", st.ExpiredUnconfirmed}, {"denied_stale", st.DeniedStale},
-			{"source_errors", st.SourceErrors}, {"figures", st.Figures}, {"confirmed", st.Confirmed}, {"retired", st.Retired}, {"cancelled", st.Cancelled}, {"restored", st.Restored}} {
-			counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
-		}
-	}
-	c.d.collectClasses(ch)
+	comp.ceilings.collect(ch)
+	comp.classes.collect(ch)
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,13 +26,14 @@ type reloadState struct {
 	// something; 0 until the first configuration is active.
 	version int64
 	hash    string // snapshot hash of the active configuration
-	print   string // fingerprint of the active configuration (see fingerprint)
+	print   string // fingerprint of the active runtime document (see fingerprint)
 	// attempted is the snapshot hash the last reload attempted, good or
 	// bad: a rejected configuration is not retried until its content
 	// changes.
 	attempted string
-	cfg       *spec.Config
-	last      api.ReloadResult
+	// cfg holds the active daemon settings (stack, listen, token, backend).
+	cfg  *spec.Config
+	last api.ReloadResult
 }
 
 // reloader serialises reloads and publishes their state.
@@ -82,17 +81,18 @@ func (d *Daemon) reload(ctx context.Context, force bool) api.ReloadResult {
 	if err != nil {
 		return d.rejectLocked(prev, snap.Hash, start, err)
 	}
-	return d.applyLocked(ctx, prev, cfg, snap.Hash, start)
+	return d.applyLocked(ctx, prev, watchInput(cfg), snap.Hash, start)
 }
 
-// applyLocked is build → validate → swap for a loaded configuration:
-// everything is checked before anything is touched, and a failure keeps
-// the last good configuration active.
-func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, cfg *spec.Config, hash string, start time.Time) api.ReloadResult {
+// applyLocked is build → validate → swap for a runtime document: every
+// set is prepared before anything is touched, and a failure keeps the last
+// good configuration active.
+func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, hash string, start time.Time) api.ReloadResult {
+	cfg := in.cfg
 	if err := d.checkSecurity(cfg); err != nil {
 		return d.rejectLocked(prev, hash, start, err)
 	}
-	p, err := d.comp.prepare(cfg)
+	commits, err := d.comp.prepare(in)
 	if err != nil {
 		return d.rejectLocked(prev, hash, start, err)
 	}
@@ -110,9 +110,12 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, cfg *spec.C
 			return d.rejectLocked(prev, attempted, start, fmt.Errorf("apply: %w", err))
 		}
 	}
-	changes, commitErr := d.comp.commit(p)
+	changes, commitErr := d.comp.commit(ctx, commits)
+	if prev.cfg != nil && prev.cfg.Token != cfg.Token {
+		changes = append(changes, "rpd.token: changed")
+	}
 	d.setToken(cfg)
-	print := fingerprint(cfg)
+	print := fingerprint(in.doc)
 	next := &reloadState{version: prev.version, hash: hash, print: print, attempted: hash, cfg: cfg}
 	changed := print != prev.print || len(changes) > 0
 	if changed {
@@ -171,10 +174,13 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return formatDiags(e.Diags) }
 
+// errNoFiles: the configuration directory holds no *.hcl file.
+var errNoFiles = errors.New("the configuration has no *.hcl files")
+
 // loadSnapshot loads a configuration from a snapshot's files.
 func loadSnapshot(snap watch.Snapshot, vars spec.Vars) (*spec.Config, error) {
 	if len(snap.Files) == 0 {
-		return nil, errors.New("the configuration has no *.hcl files")
+		return nil, errNoFiles
 	}
 	l := spec.NewLoader()
 	cfg, diags := l.LoadSources(snap.Files, vars)
@@ -204,40 +210,16 @@ func formatDiags(diags hcl.Diagnostics) string {
 	return strings.Join(lines, "\n")
 }
 
-// fingerprint identifies a configuration's meaning: its JSON form without
-// source ranges and file names, so that moving a block or editing a
-// comment is not a change.
-func fingerprint(cfg *spec.Config) string {
-	b, err := json.Marshal(cfg)
+// fingerprint identifies a runtime document's meaning: the hash of its
+// encoding (sorted keys, no source positions), so that moving a block or
+// editing a comment is not a change.
+func fingerprint(doc *reconcile.RuntimeDoc) string {
+	b, err := doc.Encode()
 	if err != nil {
 		return ""
 	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return ""
-	}
-	v = stripRanges(v)
-	b, _ = json.Marshal(v) // maps marshal with sorted keys
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
-}
-
-func stripRanges(v any) any {
-	switch t := v.(type) {
-	case map[string]any:
-		for k := range t {
-			if k == "DeclRange" || k == "Files" {
-				delete(t, k)
-				continue
-			}
-			t[k] = stripRanges(t[k])
-		}
-	case []any:
-		for i := range t {
-			t[i] = stripRanges(t[i])
-		}
-	}
-	return v
 }
 
 // Status reports the daemon's state for GET /v1/status.
@@ -259,6 +241,5 @@ func (d *Daemon) Status() api.Status {
 	for i := range out.Components.Budgets {
 		out.Components.Budgets[i].Permits = counts[out.Components.Budgets[i].Name]
 	}
-	sort.Slice(out.Components.Pools, func(i, j int) bool { return out.Components.Pools[i].Name < out.Components.Pools[j].Name })
 	return out
 }

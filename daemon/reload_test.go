@@ -13,6 +13,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/watch"
+	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -148,7 +149,7 @@ func TestRemovedPoolIsKeptWhileHeld(t *testing.T) {
 	if err := td.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	td.d.comp.sweep()
+	td.d.comp.sweep(ctx)
 	if _, err := td.c.Pool(ctx, "tmp"); apiErr(t, err).Status != 404 {
 		t.Fatalf("idle removed pool = %v, want gone (404)", err)
 	}
@@ -235,10 +236,11 @@ func TestFingerprintIgnoresPositions(t *testing.T) {
 	a, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 2 }\n")}}, spec.Vars{})
 	b, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"b.hcl": []byte("\n\n# moved\npool \"p\" {\n  slots = 2\n}\n")}}, spec.Vars{})
 	c, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 3 }\n")}}, spec.Vars{})
-	if fingerprint(a) != fingerprint(b) {
+	fp := func(cfg *spec.Config) string { return fingerprint(watchInput(cfg).doc) }
+	if fp(a) != fp(b) {
 		t.Fatal("moving a block changed the fingerprint")
 	}
-	if fingerprint(a) == fingerprint(c) {
+	if fp(a) == fp(c) {
 		t.Fatal("changing slots kept the fingerprint")
 	}
 }
@@ -292,4 +294,52 @@ func TestWatcherLogsThroughTheDaemonLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the reload of the returned directory", func() bool { return d.Status().ConfigVersion > v0 })
+}
+
+// The change log names exactly the attributes that changed.
+func TestReloadLogNamesChangedAttributes(t *testing.T) {
+	var logs syncBuffer
+	td := startDaemon(t, "pool \"db\" { slots = 5 }\nbudget \"b\" {}\npriority \"hi\" { weight = 1 }\n", func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	td.edit(t, "pool \"db\" {\n  slots = 5\n  description = \"heavy\"\n}\nbudget \"b\" { spill_slots = 3 }\npriority \"hi\" { weight = 7 }\n")
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "configuration applied") {
+			line = l
+		}
+	}
+	for _, want := range []string{`pool.db: description \"\" -> \"heavy\"`, "budget.b: spill_slots 16 -> 3", "priority.hi: weight 1 -> 7"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("reload log %q does not contain %q", line, want)
+		}
+	}
+	if strings.Contains(line, "slots 5 -> 5") || strings.Contains(line, "scan_ring") {
+		t.Errorf("reload log %q names attributes that did not change", line)
+	}
+}
+
+func TestEntryChange(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		old, cur reconcile.PoolEntry
+		want     string
+	}{
+		{"slots", reconcile.PoolEntry{Slots: 1}, reconcile.PoolEntry{Slots: 2}, "pool.p: slots 1 -> 2"},
+		{"ttl and flag", reconcile.PoolEntry{Slots: 1}, reconcile.PoolEntry{Slots: 1, LeaseTTL: reconcile.Duration(time.Minute), AllowDestroy: true},
+			"pool.p: lease_ttl 0s -> 1m, allow_destroy false -> true"},
+		{"long text", reconcile.PoolEntry{Description: strings.Repeat("a", 40)}, reconcile.PoolEntry{Description: strings.Repeat("b", 40)}, "pool.p: description changed"},
+	} {
+		if got := entryChange("pool.p", tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	got := entryChange("vm_ceiling.v", reconcile.CeilingEntry{Max: 1}, reconcile.CeilingEntry{Max: 1, Usage: reconcile.UsageEntry{URL: "http://x"}})
+	if got != "vm_ceiling.v: usage changed" {
+		t.Errorf("nested entry: got %q", got)
+	}
+	got = entryChange("runner_class.c", reconcile.ClassEntry{Mem: 1 << 30}, reconcile.ClassEntry{Mem: 2 << 30, InstanceTypes: reconcile.NewStringList([]string{"c6i.*"})})
+	if got != `runner_class.c: mem 1GiB -> 2GiB, instance_types null -> ["c6i.*"]` {
+		t.Errorf("class entry: got %q", got)
+	}
 }

@@ -23,17 +23,17 @@ func (d *RuntimeDoc) Applied() []AppliedResource {
 	for _, class := range slices.Sorted(maps.Keys(d.Queues)) {
 		out = append(out, AppliedResource{Address{TypeQueue, class}, d.Queues[class].values(d.Stack)})
 	}
-	out = appendApplied(out, TypeRunnerClass, d.RunnerClasses, ClassEntry.values)
-	out = appendApplied(out, TypeBudget, d.Budgets, BudgetEntry.values)
-	out = appendApplied(out, TypeVMCeiling, d.VMCeilings, CeilingEntry.values)
-	out = appendApplied(out, TypePool, d.Pools, PoolEntry.values)
-	out = appendApplied(out, TypePriority, d.Priorities, PriorityEntry.values)
+	out = appendApplied(out, TypeRunnerClass, d.RunnerClasses)
+	out = appendApplied(out, TypeBudget, d.Budgets)
+	out = appendApplied(out, TypeVMCeiling, d.VMCeilings)
+	out = appendApplied(out, TypePool, d.Pools)
+	out = appendApplied(out, TypePriority, d.Priorities)
 	return out
 }
 
-func appendApplied[E any](out []AppliedResource, typ ResourceType, m map[string]E, values func(E) Values) []AppliedResource {
+func appendApplied[E any](out []AppliedResource, typ ResourceType, m map[string]E) []AppliedResource {
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, AppliedResource{Address{typ, name}, values(m[name])})
+		out = append(out, AppliedResource{Address{typ, name}, entryValues(m[name])})
 	}
 	return out
 }

@@ -63,8 +63,8 @@ func Example() {
 	// changes after apply: false
 }
 
-// A runtime document round-trips through its JSON encoding; daemons turn
-// it back into a spec.Config.
+// A runtime document round-trips through its JSON encoding; daemons run
+// the entries it holds.
 func ExampleDecodeRuntimeDoc() {
 	doc := reconcile.NewRuntimeDoc("demo")
 	doc.Pools["database_pool"] = reconcile.PoolEntry{Slots: 3, LeaseTTL: reconcile.Duration(10 * time.Minute)}
@@ -74,9 +74,9 @@ func ExampleDecodeRuntimeDoc() {
 		fmt.Println(err)
 		return
 	}
-	cfg := back.Config()
-	fmt.Println(cfg.Stack, cfg.Pools[0].Name, cfg.Pools[0].Slots, cfg.Pools[0].LeaseTTL)
-	// Output: demo database_pool 3 10m0s
+	p := back.Pools["database_pool"]
+	fmt.Println(back.Stack, p.Slots, p.LeaseTTL, p == doc.Pools["database_pool"])
+	// Output: demo 3 10m true
 }
 
 // Addresses parse from the -target syntax.

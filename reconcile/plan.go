@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -296,11 +295,11 @@ func MakePlan(ctx context.Context, desired *spec.Config, live Live, opts PlanOpt
 
 	p.planQueues(cur, infos)
 	if !opts.RefreshOnly {
-		planRuntime(p, TypeRunnerClass, cur.RunnerClasses, p.Desired.RunnerClasses, ClassEntry.values)
-		planRuntime(p, TypeBudget, cur.Budgets, p.Desired.Budgets, BudgetEntry.values)
-		planRuntime(p, TypeVMCeiling, cur.VMCeilings, p.Desired.VMCeilings, CeilingEntry.values)
-		planRuntime(p, TypePool, cur.Pools, p.Desired.Pools, PoolEntry.values)
-		planRuntime(p, TypePriority, cur.Priorities, p.Desired.Priorities, PriorityEntry.values)
+		planRuntime(p, TypeRunnerClass, cur.RunnerClasses, p.Desired.RunnerClasses)
+		planRuntime(p, TypeBudget, cur.Budgets, p.Desired.Budgets)
+		planRuntime(p, TypeVMCeiling, cur.VMCeilings, p.Desired.VMCeilings)
+		planRuntime(p, TypePool, cur.Pools, p.Desired.Pools)
+		planRuntime(p, TypePriority, cur.Priorities, p.Desired.Priorities)
 	} else {
 		p.Changes = p.Changes[:0]
 	}
@@ -585,20 +584,20 @@ func (p *Plan) driftQueue(addr Address, rec QueueEntry, info *backend.QueueInfo)
 
 // planRuntime diffs one kind of runtime resource: the live object is the
 // entry in the current runtime document.
-func planRuntime[E any](p *Plan, typ ResourceType, cur, desired map[string]E, values func(E) Values) {
+func planRuntime[E comparable](p *Plan, typ ResourceType, cur, desired map[string]E) {
 	for _, name := range sortedUnion(cur, desired) {
 		addr := Address{typ, name}
 		c, hasCur := cur[name]
 		d, hasDes := desired[name]
 		switch {
 		case !hasCur:
-			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: values(d)})
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Create, After: entryValues(d)})
 		case !hasDes:
-			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Delete, Before: values(c)})
+			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: Delete, Before: entryValues(c)})
 		default:
-			before, after := values(c), values(d)
+			before, after := entryValues(c), entryValues(d)
 			act := NoOp
-			if !reflect.DeepEqual(c, d) && len(ChangedAttributes(before, after)) > 0 {
+			if c != d && len(ChangedAttributes(before, after)) > 0 {
 				act = Update
 			}
 			p.Changes = append(p.Changes, ResourceChange{Address: addr, Action: act, Before: before, After: after})
@@ -687,8 +686,8 @@ func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse ma
 			if b.DeltaCache < use.DeltaCache {
 				low = append(low, fmt.Sprintf("delta_cache %s < %s in use", sizeValue(b.DeltaCache), sizeValue(use.DeltaCache)))
 			}
-			if b.SpillSlots != nil && *b.SpillSlots < use.SpillSlots {
-				low = append(low, fmt.Sprintf("spill_slots %d < %d in use", *b.SpillSlots, use.SpillSlots))
+			if b.SpillSlots.Set && b.SpillSlots.Value < use.SpillSlots {
+				low = append(low, fmt.Sprintf("spill_slots %d < %d in use", b.SpillSlots.Value, use.SpillSlots))
 			}
 			if len(low) > 0 {
 				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,7 +106,7 @@ func TestRuntimeDocDecodeErrors(t *testing.T) {
 	}
 }
 
-func TestRuntimeDocConfigRoundTrip(t *testing.T) {
+func TestRuntimeDocRoundTrip(t *testing.T) {
 	cfg := testConfig("ci")
 	doc := DesiredDoc(cfg)
 	b, err := doc.Encode()
@@ -115,23 +117,60 @@ func TestRuntimeDocConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := back.Config()
-	// The document keeps everything a daemon needs (not source ranges,
-	// files or backend settings, which are the CLI's).
-	again := DesiredDoc(got)
-	b2, _ := again.Encode()
-	if !bytes.Equal(b, b2) {
-		t.Fatalf("config round trip differs:\n%s\n---\n%s", b, b2)
+	// Entries are comparable values: a decoded document equals the one
+	// encoded, entry by entry.
+	if !maps.Equal(back.RunnerClasses, doc.RunnerClasses) || !maps.Equal(back.Budgets, doc.Budgets) ||
+		!maps.Equal(back.VMCeilings, doc.VMCeilings) || !maps.Equal(back.Pools, doc.Pools) ||
+		!maps.Equal(back.Priorities, doc.Priorities) || !maps.Equal(back.Queues, doc.Queues) {
+		t.Fatalf("round trip differs:\n%s\n---\n%+v", b, back)
 	}
-	if got.RunnerClasses[0].Queue.Name != "ci-rp-medium" || *got.Budgets[0].SpillSlots != 16 || got.VMCeilings[0].Usage.URL == "" {
-		t.Fatalf("config: %+v", got)
+	if got := back.RunnerClasses["medium"]; got.Queue != "ci-rp-medium" || got.InstanceTypes.Slice()[0] != "c6i.*" {
+		t.Fatalf("class entry: %+v", got)
 	}
-	// Clone is deep.
+	if got := back.Budgets["scanner"].SpillSlots; got != (OptionalInt{Value: 16, Set: true}) {
+		t.Fatalf("spill_slots: %+v", got)
+	}
+	if back.VMCeilings["browser-vms"].Usage.URL == "" {
+		t.Fatalf("ceiling lost its usage source: %+v", back.VMCeilings)
+	}
+	// Clone is deep: changing the copy leaves the original alone.
 	c := doc.Clone()
-	c.RunnerClasses["medium"].InstanceTypes[0] = "changed"
-	*c.Budgets["scanner"].SpillSlots = 1
-	if doc.RunnerClasses["medium"].InstanceTypes[0] == "changed" || *doc.Budgets["scanner"].SpillSlots == 1 {
+	e := c.Budgets["scanner"]
+	e.SpillSlots = OptionalInt{}
+	c.Budgets["scanner"] = e
+	if !doc.Budgets["scanner"].SpillSlots.Set {
 		t.Fatal("Clone shares memory with the original")
+	}
+}
+
+func TestStringListAndOptionalIntJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []string
+		out  string
+	}{{`null`, []string{}, `null`}, {`[]`, []string{}, `null`}, {`["a","b"]`, []string{"a", "b"}, `["a","b"]`}} {
+		var l StringList
+		if err := json.Unmarshal([]byte(tc.in), &l); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		out, _ := json.Marshal(l)
+		if !slices.Equal(l.Slice(), tc.want) || string(out) != tc.out {
+			t.Errorf("%s: got %q, re-encoded %s; want %q, %s", tc.in, l.Slice(), out, tc.want, tc.out)
+		}
+	}
+	if NewStringList([]string{"x"}) != NewStringList([]string{"x"}) || NewStringList([]string{"x"}) == NewStringList([]string{"y"}) {
+		t.Error("StringList equality does not follow its contents")
+	}
+	var l StringList
+	if err := json.Unmarshal([]byte(`[1]`), &l); err == nil {
+		t.Error("a list of numbers was accepted")
+	}
+	var o OptionalInt
+	if err := json.Unmarshal([]byte(`"x"`), &o); err == nil {
+		t.Error("a string was accepted as an OptionalInt")
+	}
+	if err := json.Unmarshal([]byte(`7`), &o); err != nil || o != (OptionalInt{Value: 7, Set: true}) {
+		t.Errorf("7 -> %+v, %v", o, err)
 	}
 }
 

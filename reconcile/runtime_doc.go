@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
+	"strconv"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
@@ -48,33 +48,38 @@ type RuntimeDoc struct {
 	Creating map[string]string `json:"creating,omitempty"`
 }
 
+// The entries below are the runtime document's resources, one type per kind.
+// They are comparable values (no pointers, maps or slices), so two entries
+// configure a component alike exactly when they are ==; the plan renders
+// their attributes by reflection (entryValues), named by their JSON tags.
+
 // ClassEntry is a runner class's runtime settings.
 type ClassEntry struct {
-	Queue           string   `json:"queue"` // the queue's name
-	CPU             int      `json:"cpu"`
-	Mem             uint64   `json:"mem"` // bytes
-	InstanceTypes   []string `json:"instance_types"`
-	RequeueDelay    Duration `json:"requeue_delay"`
-	LocalExhaustion int      `json:"local_exhaustion"`
-	Mode            string   `json:"mode"`
-	AllowDestroy    bool     `json:"allow_destroy,omitempty"`
+	Queue           string     `json:"queue"` // the queue's name
+	CPU             int        `json:"cpu"`
+	Mem             uint64     `json:"mem"` // bytes
+	InstanceTypes   StringList `json:"instance_types"`
+	RequeueDelay    Duration   `json:"requeue_delay"`
+	LocalExhaustion int        `json:"local_exhaustion"`
+	Mode            string     `json:"mode"`
+	AllowDestroy    bool       `json:"allow_destroy,omitempty"`
 }
 
 // BudgetEntry is a fat-job budget (a budget block).
 type BudgetEntry struct {
-	ScanRing   uint64 `json:"scan_ring"`   // bytes
-	DeltaCache uint64 `json:"delta_cache"` // bytes
-	SpillSlots *int   `json:"spill_slots"` // nil = unlimited
+	ScanRing   uint64      `json:"scan_ring"`   // bytes
+	DeltaCache uint64      `json:"delta_cache"` // bytes
+	SpillSlots OptionalInt `json:"spill_slots"` // unset = unlimited
 }
 
 // CeilingEntry is a VM ceiling (a vm_ceiling block).
 type CeilingEntry struct {
-	Max          int         `json:"max"`
-	ClaimTTL     Duration    `json:"claim_ttl"`
-	PollInterval Duration    `json:"poll_interval"`
-	StaleAfter   Duration    `json:"stale_after"`
-	Grant        string      `json:"grant"`
-	Usage        *UsageEntry `json:"usage,omitempty"`
+	Max          int        `json:"max"`
+	ClaimTTL     Duration   `json:"claim_ttl"`
+	PollInterval Duration   `json:"poll_interval"`
+	StaleAfter   Duration   `json:"stale_after"`
+	Grant        string     `json:"grant"`
+	Usage        UsageEntry `json:"usage,omitzero"` // zero: figures are pushed (PUT .../usage)
 }
 
 // UsageEntry is a VM ceiling's usage source.
@@ -198,30 +203,13 @@ func (d *RuntimeDoc) fillMaps() {
 	}
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy (entries are values, so copying the maps is
+// enough).
 func (d *RuntimeDoc) Clone() *RuntimeDoc {
 	c := *d
 	c.RunnerClasses = maps.Clone(d.RunnerClasses)
-	for k, v := range c.RunnerClasses {
-		v.InstanceTypes = slices.Clone(v.InstanceTypes)
-		c.RunnerClasses[k] = v
-	}
 	c.Budgets = maps.Clone(d.Budgets)
-	for k, v := range c.Budgets {
-		if v.SpillSlots != nil {
-			n := *v.SpillSlots
-			v.SpillSlots = &n
-		}
-		c.Budgets[k] = v
-	}
 	c.VMCeilings = maps.Clone(d.VMCeilings)
-	for k, v := range c.VMCeilings {
-		if v.Usage != nil {
-			u := *v.Usage
-			v.Usage = &u
-		}
-		c.VMCeilings[k] = v
-	}
 	c.Pools = maps.Clone(d.Pools)
 	c.Priorities = maps.Clone(d.Priorities)
 	c.Queues = maps.Clone(d.Queues)
@@ -246,7 +234,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			Queue:           qn,
 			CPU:             c.CPU,
 			Mem:             c.Mem,
-			InstanceTypes:   slices.Clone(c.InstanceTypes),
+			InstanceTypes:   NewStringList(c.InstanceTypes),
 			RequeueDelay:    Duration(c.Pickup.RequeueDelay),
 			LocalExhaustion: c.Pickup.LocalExhaustion,
 			Mode:            c.Pickup.Mode,
@@ -262,8 +250,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 	for _, b := range cfg.Budgets {
 		e := BudgetEntry{ScanRing: b.ScanRing, DeltaCache: b.DeltaCache}
 		if b.SpillSlots != nil {
-			n := *b.SpillSlots
-			e.SpillSlots = &n
+			e.SpillSlots = OptionalInt{Value: *b.SpillSlots, Set: true}
 		}
 		d.Budgets[b.Name] = e
 	}
@@ -276,7 +263,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			Grant:        v.Grant,
 		}
 		if v.Usage != nil {
-			e.Usage = &UsageEntry{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: Duration(v.Usage.Timeout)}
+			e.Usage = UsageEntry{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: Duration(v.Usage.Timeout)}
 		}
 		d.VMCeilings[v.Name] = e
 	}
@@ -287,53 +274,6 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 		d.Priorities[p.Name] = PriorityEntry{Weight: p.Weight}
 	}
 	return d
-}
-
-// Config converts the document back into a spec.Config (without source
-// ranges), so a daemon can build its runtime components from the state
-// store the same way it builds them from HCL. Slices are sorted by name.
-func (d *RuntimeDoc) Config() *spec.Config {
-	cfg := &spec.Config{Stack: d.Stack}
-	for _, name := range slices.Sorted(maps.Keys(d.RunnerClasses)) {
-		c := d.RunnerClasses[name]
-		rc := spec.RunnerClass{
-			Name: name, CPU: c.CPU, Mem: c.Mem, InstanceTypes: slices.Clone(c.InstanceTypes),
-			Queue:        spec.QueueSpec{Name: c.Queue},
-			Pickup:       spec.PickupSpec{RequeueDelay: time.Duration(c.RequeueDelay), LocalExhaustion: c.LocalExhaustion, Mode: c.Mode},
-			AllowDestroy: c.AllowDestroy,
-		}
-		if q, ok := d.Queues[name]; ok {
-			rc.Queue.VisibilityTimeout = time.Duration(q.VisibilityTimeout)
-			rc.Queue.Retention = time.Duration(q.Retention)
-			rc.Queue.Delay = time.Duration(q.Delay)
-		}
-		cfg.RunnerClasses = append(cfg.RunnerClasses, rc)
-	}
-	for _, name := range slices.Sorted(maps.Keys(d.Budgets)) {
-		b := d.Budgets[name]
-		sb := spec.Budget{Name: name, ScanRing: b.ScanRing, DeltaCache: b.DeltaCache}
-		if b.SpillSlots != nil {
-			n := *b.SpillSlots
-			sb.SpillSlots = &n
-		}
-		cfg.Budgets = append(cfg.Budgets, sb)
-	}
-	for _, name := range slices.Sorted(maps.Keys(d.VMCeilings)) {
-		v := d.VMCeilings[name]
-		sv := spec.VMCeiling{Name: name, Max: v.Max, ClaimTTL: time.Duration(v.ClaimTTL), PollInterval: time.Duration(v.PollInterval), StaleAfter: time.Duration(v.StaleAfter), Grant: v.Grant}
-		if v.Usage != nil {
-			sv.Usage = &spec.UsageSource{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: time.Duration(v.Usage.Timeout)}
-		}
-		cfg.VMCeilings = append(cfg.VMCeilings, sv)
-	}
-	for _, name := range slices.Sorted(maps.Keys(d.Pools)) {
-		p := d.Pools[name]
-		cfg.Pools = append(cfg.Pools, spec.Pool{Name: name, Slots: p.Slots, Description: p.Description, LeaseTTL: time.Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, AllowDestroy: p.AllowDestroy})
-	}
-	for _, name := range slices.Sorted(maps.Keys(d.Priorities)) {
-		cfg.Priorities = append(cfg.Priorities, spec.Priority{Name: name, Weight: d.Priorities[name].Weight})
-	}
-	return cfg
 }
 
 // Duration is a time.Duration that reads and writes JSON as a string in
@@ -360,3 +300,87 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // String renders the duration as the configuration would: "30s", "4d".
 func (d Duration) String() string { return spec.FormatDuration(time.Duration(d)) }
+
+// OptionalInt is an int that may be unset (JSON null). Unlike *int it is
+// comparable, so the entries holding it are.
+type OptionalInt struct {
+	Value int
+	Set   bool
+}
+
+// MarshalJSON writes the value, or null when unset.
+func (o OptionalInt) MarshalJSON() ([]byte, error) {
+	if !o.Set {
+		return []byte("null"), nil
+	}
+	return json.Marshal(o.Value)
+}
+
+// String renders the value, or "unset", for logs.
+func (o OptionalInt) String() string {
+	if !o.Set {
+		return "unset"
+	}
+	return strconv.Itoa(o.Value)
+}
+
+// UnmarshalJSON reads a number or null.
+func (o *OptionalInt) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*o = OptionalInt{}
+		return nil
+	}
+	var n int
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("must be an integer or null: %w", err)
+	}
+	*o = OptionalInt{Value: n, Set: true}
+	return nil
+}
+
+// StringList is a list of strings held as one comparable value (its
+// compact JSON text). The zero value is the empty list, written as null.
+type StringList struct{ text string }
+
+// NewStringList returns the list holding ss (copied).
+func NewStringList(ss []string) StringList {
+	if len(ss) == 0 {
+		return StringList{}
+	}
+	b, _ := json.Marshal(ss) // a []string always marshals
+	return StringList{text: string(b)}
+}
+
+// Slice returns a new slice of the list's strings (empty, not nil, when
+// the list is).
+func (l StringList) Slice() []string {
+	out := []string{}
+	if l.text != "" {
+		_ = json.Unmarshal([]byte(l.text), &out) // written by NewStringList
+	}
+	return out
+}
+
+// MarshalJSON writes a JSON array, or null for the empty list.
+func (l StringList) MarshalJSON() ([]byte, error) {
+	if l.text == "" {
+		return []byte("null"), nil
+	}
+	return []byte(l.text), nil
+}
+
+// UnmarshalJSON reads a JSON array of strings or null.
+func (l *StringList) UnmarshalJSON(b []byte) error {
+	var ss []string
+	if err := json.Unmarshal(b, &ss); err != nil {
+		return fmt.Errorf("must be a list of strings: %w", err)
+	}
+	*l = NewStringList(ss)
+	return nil
+}
+
+// String renders the list as JSON, for logs.
+func (l StringList) String() string {
+	b, _ := l.MarshalJSON()
+	return string(b)
+}

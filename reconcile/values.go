@@ -3,7 +3,9 @@ package reconcile
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/spec"
@@ -53,56 +55,45 @@ func (q QueueEntry) values(stack string) Values {
 	}
 }
 
-func (c ClassEntry) values() Values {
-	types := c.InstanceTypes
-	if types == nil {
-		types = []string{}
-	}
-	return Values{
-		"queue":            c.Queue,
-		"cpu":              c.CPU,
-		"mem":              sizeValue(c.Mem),
-		"instance_types":   types,
-		"requeue_delay":    c.RequeueDelay.String(),
-		"local_exhaustion": c.LocalExhaustion,
-		"mode":             c.Mode,
-		"allow_destroy":    c.AllowDestroy,
-	}
+// entryValues renders a runtime entry's attributes for the plan, one per
+// JSON field and named by its tag: byte sizes (uint64) and durations as
+// written ("4GiB", "30s"), an unset OptionalInt as nil, a nested entry
+// (a ceiling's usage) flattened as "usage.url" when set. A new field of an
+// entry is shown by plan without further code.
+func entryValues(e any) Values {
+	out := Values{}
+	addValues(out, "", reflect.ValueOf(e))
+	return out
 }
 
-func (b BudgetEntry) values() Values {
-	v := Values{"scan_ring": sizeValue(b.ScanRing), "delta_cache": sizeValue(b.DeltaCache), "spill_slots": nil}
-	if b.SpillSlots != nil {
-		v["spill_slots"] = *b.SpillSlots
-	}
-	return v
-}
-
-func (c CeilingEntry) values() Values {
-	v := Values{
-		"max":           c.Max,
-		"claim_ttl":     c.ClaimTTL.String(),
-		"poll_interval": c.PollInterval.String(),
-		"stale_after":   c.StaleAfter.String(),
-		"grant":         c.Grant,
-	}
-	if c.Usage != nil {
-		v["usage.type"] = c.Usage.Type
-		v["usage.url"] = c.Usage.URL
-		v["usage.field"] = c.Usage.Field
-		v["usage.timeout"] = c.Usage.Timeout.String()
-	}
-	return v
-}
-
-func (p PoolEntry) values() Values {
-	return Values{
-		"slots":         p.Slots,
-		"description":   p.Description,
-		"lease_ttl":     p.LeaseTTL.String(),
-		"max_queued":    p.MaxQueued,
-		"allow_destroy": p.AllowDestroy,
+func addValues(out Values, prefix string, v reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		key, f := prefix+name, v.Field(i)
+		switch x := f.Interface().(type) {
+		case Duration:
+			out[key] = x.String()
+		case uint64:
+			out[key] = sizeValue(x)
+		case OptionalInt:
+			out[key] = nil
+			if x.Set {
+				out[key] = x.Value
+			}
+		case StringList:
+			out[key] = x.Slice()
+		default:
+			if f.Kind() == reflect.Struct {
+				if !f.IsZero() {
+					addValues(out, key+".", f)
+				}
+				continue
+			}
+			out[key] = x
+		}
 	}
 }
-
-func (p PriorityEntry) values() Values { return Values{"weight": p.Weight} }

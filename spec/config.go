@@ -132,7 +132,7 @@ type Pool struct {
 	Name        string
 	Slots       int // > 0; default_pool defaults to 16
 	Description string
-	LeaseTTL    time.Duration // 0 = leases never expire
+	LeaseTTL    time.Duration // 0 = the daemon's default TTL (api.DefaultTTLSeconds)
 	MaxQueued   int           // 0 = unbounded
 	// AllowDestroy lets apply/watch delete the pool even while slots are held.
 	AllowDestroy bool

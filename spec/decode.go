@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/rpdhq/rpd/api"
 )
 
 // Defaults and limits of the language, as docs/language.md documents them.
@@ -464,9 +466,11 @@ func (d *decoder) pool(b *hcl.Block) Pool {
 	if s, ok := d.str(attrs["description"]); ok {
 		p.Description = s
 	}
-	if v, ok := d.duration(attrs["lease_ttl"], 0, maxLong, false, ""); ok {
+	if a := attrs["lease_ttl"]; a != nil && neverExpires(a, d.ctx) {
+		d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "A pool lease cannot live forever: a worker that vanished would hold its slots for good. Omit lease_ttl or set 0 for the daemon's default TTL (%ds), or give a duration of at least 1s.", api.DefaultTTLSeconds)
+	} else if v, ok := d.duration(a, 0, maxLong, false, ""); ok {
 		if v != 0 && v < time.Second {
-			d.errorf(attrs["lease_ttl"].Expr.Range(), "Invalid value for \"lease_ttl\"", "lease_ttl must be 0 (leases never expire) or at least 1s; got %s.", v)
+			d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "lease_ttl must be 0 (the daemon's default TTL, %ds) or at least 1s; got %s.", api.DefaultTTLSeconds, v)
 		} else {
 			p.LeaseTTL = v
 		}
@@ -478,6 +482,21 @@ func (d *decoder) pool(b *hcl.Block) Pool {
 		p.AllowDestroy = v
 	}
 	return p
+}
+
+// neverExpires reports whether a is written as a lease that never expires:
+// "never", "forever", "infinite" or a negative duration.
+func neverExpires(a *hcl.Attribute, ctx *hcl.EvalContext) bool {
+	v, diags := a.Expr.Value(ctx)
+	if diags.HasErrors() || v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
+		return false
+	}
+	switch s := strings.ToLower(strings.TrimSpace(v.AsString())); {
+	case s == "never", s == "forever", s == "infinite", s == "inf":
+		return true
+	default:
+		return strings.HasPrefix(s, "-")
+	}
 }
 
 func (d *decoder) priority(b *hcl.Block) Priority {

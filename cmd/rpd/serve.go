@@ -43,15 +43,12 @@ func runServe(ctx context.Context, e *env, args []string) int {
 	switch len(pos) {
 	case 0:
 	case 1:
-		if cfg, code := cf.load(e, pos[0]); cfg == nil {
-			return code
-		}
 		path = pos[0]
 	default:
 		fmt.Fprintf(e.stderr, "rpd serve: expected at most one configuration directory or file, got %d: %v\n", len(pos), pos)
 		return 1
 	}
-	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeServe, Path: path, Vars: cf.specVars(e)})
+	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeServe, Path: path, Vars: cf.specVars(e), Diagnostics: cf.printer(e)})
 }
 
 // parseInterspersed parses flags placed before and after the positional
@@ -97,9 +94,8 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 	d, err := daemon.New(ctx, opts)
 	if err != nil {
 		var ce *daemon.ConfigError
-		if errors.As(err, &ce) {
-			writeDiagnostics(e.stderr, ce.Files, ce.Diags, false, e.width(e.stderr))
-			return 1
+		if errors.As(err, &ce) && opts.Diagnostics != nil {
+			return 1 // printed through opts.Diagnostics
 		}
 		fmt.Fprintf(e.stderr, "Error: %v\n", err)
 		return 1

@@ -86,15 +86,26 @@ func configPath(e *env, fs *flag.FlagSet) (string, int, bool) {
 func (c *configFlags) load(e *env, path string) (*spec.Config, int) {
 	l := spec.NewLoader()
 	cfg, diags := l.Load(path, c.specVars(e))
-	if len(diags) > 0 && c.diagnostics != nil {
-		c.diagnostics(diags)
-	} else if len(diags) > 0 {
-		writeDiagnostics(e.stderr, l.Files(), diags, e.color(e.stderr, c.noColor), e.width(e.stderr))
-	}
+	c.printer(e)(l.Files(), diags)
 	if diags.HasErrors() {
 		return nil, 1
 	}
 	return cfg, 0
+}
+
+// printer returns what load does with diagnostics: pass them to
+// c.diagnostics when set, else print them on stderr. The daemon, which
+// loads the configuration itself, reports through it.
+func (c *configFlags) printer(e *env) func(map[string]*hcl.File, hcl.Diagnostics) {
+	return func(files map[string]*hcl.File, diags hcl.Diagnostics) {
+		switch {
+		case len(diags) == 0:
+		case c.diagnostics != nil:
+			c.diagnostics(diags)
+		default:
+			writeDiagnostics(e.stderr, files, diags, e.color(e.stderr, c.noColor), e.width(e.stderr))
+		}
+	}
 }
 
 // width is the wrapping width of text written to w: 78 on a terminal, none

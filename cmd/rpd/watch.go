@@ -45,8 +45,5 @@ func runWatch(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "rpd watch: expected one configuration directory or file, got %d: %v\n", len(pos), pos)
 		return 1
 	}
-	if cfg, code := cf.load(e, path); cfg == nil {
-		return code
-	}
-	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeWatch, Path: path, Vars: cf.specVars(e)})
+	return df.run(ctx, e, daemon.Options{Mode: daemon.ModeWatch, Path: path, Vars: cf.specVars(e), Diagnostics: cf.printer(e)})
 }

@@ -121,7 +121,9 @@ type PoolConfig struct {
 	LeaseTTL time.Duration
 }
 
-func (c PoolConfig) validate() error {
+// Validate reports what is wrong with c (an error wrapping ErrInvalidPool),
+// the check ConfigurePool and ConfigurePools make before changing anything.
+func (c PoolConfig) Validate() error {
 	if err := validateName(c.Name); err != nil {
 		return err
 	}
@@ -245,7 +247,7 @@ func (m *Manager) ConfigurePools(cfgs ...PoolConfig) error {
 	var errs []error
 	seen := make(map[string]bool, len(cfgs))
 	for _, c := range cfgs {
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			errs = append(errs, err)
 		} else if seen[c.Name] {
 			errs = append(errs, fmt.Errorf("pools: pool %q: configured twice in one call: %w", c.Name, ErrInvalidPool))
@@ -261,7 +263,7 @@ func (m *Manager) ConfigurePools(cfgs ...PoolConfig) error {
 }
 
 func (m *Manager) configure(cfg PoolConfig, mustBeNew bool) error {
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	m.mu.Lock()

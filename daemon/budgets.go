@@ -1,0 +1,346 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/fatjob"
+)
+
+// budgetConfig is the one conversion of a budget entry to the fatjob
+// package's configuration; an unset spill_slots is unlimited.
+func budgetConfig(e reconcile.BudgetEntry) fatjob.Config {
+	c := fatjob.Config{ScanRingBytes: e.ScanRing, DeltaCacheBytes: e.DeltaCache}
+	if e.SpillSlots.Set {
+		c.SpillSlots = fatjob.LimitedSpill(e.SpillSlots.Value)
+	}
+	return c
+}
+
+// budget is one budget's fatjob.Pool.
+type budget struct {
+	name     string
+	pool     *fatjob.Pool
+	entry    reconcile.BudgetEntry
+	retained bool // removed from the configuration, kept while in use
+}
+
+// budgetSet is the budgets of the configuration, a fatjob.Pool each.
+type budgetSet struct {
+	log *slog.Logger
+
+	mu sync.Mutex
+	m  map[string]*budget
+}
+
+var _ componentSet = (*budgetSet)(nil)
+
+func newBudgetSet(log *slog.Logger) *budgetSet {
+	return &budgetSet{log: log, m: map[string]*budget{}}
+}
+
+func (s *budgetSet) prepare(in *input) (commitFunc, error) {
+	s.mu.Lock()
+	have := maps.Clone(s.m)
+	s.mu.Unlock()
+	entries := in.doc.Budgets
+	fresh := map[string]*fatjob.Pool{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		addr := reconcile.Address{Type: reconcile.TypeBudget, Name: name}
+		fc := budgetConfig(entries[name])
+		if err := fc.Validate(); err != nil {
+			errs = append(errs, in.errorf(addr, "%v", err))
+			continue
+		}
+		if _, ok := have[name]; ok {
+			continue
+		}
+		fp, err := fatjob.New(fc)
+		if err != nil {
+			errs = append(errs, in.errorf(addr, "%v", err))
+			continue
+		}
+		fresh[name] = fp
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
+}
+
+func (s *budgetSet) commit(entries map[string]reconcile.BudgetEntry, fresh map[string]*fatjob.Pool) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var changes []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		cur, ok := s.m[name]
+		if !ok {
+			fp := fresh[name]
+			if fp == nil { // swept since prepare
+				var err error
+				if fp, err = fatjob.New(budgetConfig(e)); err != nil {
+					errs = append(errs, fmt.Errorf("budget %q: %w", name, err))
+					continue
+				}
+			}
+			s.m[name] = &budget{name: name, pool: fp, entry: e}
+			changes = append(changes, fmt.Sprintf("budget.%s: created", name))
+			continue
+		}
+		cur.retained = false
+		if cur.entry == e {
+			continue
+		}
+		if err := cur.pool.Reconfigure(budgetConfig(e)); err != nil {
+			errs = append(errs, fmt.Errorf("budget %q: %w", name, err))
+			continue
+		}
+		changes = append(changes, entryChange("budget."+name, cur.entry, e))
+		cur.entry = e
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.m)) {
+		if b := s.m[name]; !b.retained {
+			if _, ok := entries[name]; !ok {
+				b.retained = true
+				changes = append(changes, fmt.Sprintf("budget.%s: removed from the configuration", name))
+			}
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+func (s *budgetSet) sweep(ctx context.Context) {
+	var removed []string
+	s.mu.Lock()
+	for name, b := range s.m {
+		if st := b.pool.Stats(); b.retained && st.ScanRingInUse == 0 && st.DeltaCacheInUse == 0 && st.SpillSlotsInUse == 0 && st.Queued == 0 {
+			delete(s.m, name)
+			removed = append(removed, name)
+		}
+	}
+	s.mu.Unlock()
+	for _, name := range removed {
+		s.log.Info("removed budget dropped from the configuration", "budget", name)
+	}
+}
+
+func (s *budgetSet) close() {}
+
+// live returns the pool of a declared budget (not of a removed one).
+func (s *budgetSet) live(name string) (*fatjob.Pool, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[name]
+	if !ok || b.retained {
+		return nil, false
+	}
+	return b.pool, true
+}
+
+// get reports one budget, declared or retained.
+func (s *budgetSet) get(name string) (api.BudgetStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.m[name]
+	if !ok {
+		return api.BudgetStatus{}, false
+	}
+	return budgetStatus(b), true
+}
+
+func (s *budgetSet) list() []api.BudgetStatus {
+	s.mu.Lock()
+	out := make([]api.BudgetStatus, 0, len(s.m))
+	for _, b := range s.m {
+		out = append(out, budgetStatus(b))
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b api.BudgetStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *budgetSet) status(out *api.Components) { out.Budgets = s.list() }
+
+// inUse reports what each budget has handed out.
+func (s *budgetSet) inUse() map[string]reconcile.BudgetUse {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]reconcile.BudgetUse, len(s.m))
+	for name, b := range s.m {
+		st := b.pool.Stats()
+		out[name] = reconcile.BudgetUse{ScanRing: st.ScanRingInUse, DeltaCache: st.DeltaCacheInUse, SpillSlots: st.SpillSlotsInUse}
+	}
+	return out
+}
+
+func budgetStatus(b *budget) api.BudgetStatus {
+	p := b.pool
+	st := p.Stats()
+	out := api.BudgetStatus{
+		Name:       b.name,
+		ScanRing:   api.Resource{Total: p.ScanRingTotal(), Available: p.ScanRingAvailable()},
+		DeltaCache: api.Resource{Total: p.DeltaCacheTotal(), Available: p.DeltaCacheAvailable()},
+		Queued:     st.Queued,
+		Retained:   b.retained,
+	}
+	total, limited := p.SpillSlotsTotal()
+	avail, _ := p.SpillSlotsAvailable()
+	out.SpillSlots = api.SpillSlots{Unlimited: !limited}
+	if limited {
+		out.SpillSlots.Total, out.SpillSlots.Available = total, avail
+	}
+	return out
+}
+
+// collect writes the budgets' series; held counts the remote permits of
+// each budget.
+func (s *budgetSet) collect(ch chan<- prometheus.Metric, held map[string]int) {
+	s.mu.Lock()
+	list := slices.Collect(maps.Values(s.m))
+	s.mu.Unlock()
+	for _, b := range list {
+		n, p := b.name, b.pool
+		st := p.Stats()
+		gauge(ch, descBudgetBytes, float64(p.ScanRingTotal()), n, "scan_ring")
+		gauge(ch, descBudgetBytes, float64(p.DeltaCacheTotal()), n, "delta_cache")
+		gauge(ch, descBudgetBytesInUse, float64(st.ScanRingInUse), n, "scan_ring")
+		gauge(ch, descBudgetBytesInUse, float64(st.DeltaCacheInUse), n, "delta_cache")
+		if total, limited := p.SpillSlotsTotal(); limited {
+			gauge(ch, descBudgetSpill, float64(total), n)
+		}
+		gauge(ch, descBudgetSpillInUse, float64(st.SpillSlotsInUse), n)
+		gauge(ch, descBudgetQueued, float64(st.Queued), n)
+		gauge(ch, descPermitsHeld, float64(held[n]), n)
+		counter(ch, descBudgetEvents, float64(st.Granted), n, "granted")
+		counter(ch, descBudgetEvents, float64(st.Denied), n, "denied")
+		counter(ch, descBudgetEvents, float64(st.Waited), n, "waited")
+		counter(ch, descBudgetEvents, float64(st.Cancelled), n, "cancelled")
+		counter(ch, descBudgetWaitSecs, st.WaitTime.Seconds(), n)
+	}
+}
+
+func (d *Daemon) listBudgets(w http.ResponseWriter, r *http.Request) {
+	_ = writeJSON(w, http.StatusOK, api.BudgetList{Budgets: d.budgetStatuses()})
+}
+
+// budgetStatuses lists the budgets with their remote permits counted.
+func (d *Daemon) budgetStatuses() []api.BudgetStatus {
+	list := d.comp.budgets.list()
+	counts := d.permits.count()
+	for i := range list {
+		list[i].Permits = counts[list[i].Name]
+	}
+	return list
+}
+
+func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	st, ok := d.comp.budgets.get(name)
+	if !ok {
+		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
+		return
+	}
+	st.Permits = d.permits.count()[name]
+	_ = writeJSON(w, http.StatusOK, st)
+}
+
+func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req api.PermitRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	wait, err := waitDuration(req.WaitSeconds)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ttl, err := ttlDuration(req.TTLSeconds, defaultTTL)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if req.ScanRingBytes > fatjob.MaxBudgetBytes || req.DeltaCacheBytes > fatjob.MaxBudgetBytes {
+		d.fail(w, r, badRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes))
+		return
+	}
+	if req.ScanRingBytes == 0 && req.DeltaCacheBytes == 0 && !req.Spill {
+		d.fail(w, r, badRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill"))
+		return
+	}
+	pool, ok := d.comp.budgets.live(name)
+	if !ok {
+		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
+		return
+	}
+	fr := fatjob.Request{ScanRingBytes: req.ScanRingBytes, DeltaCacheBytes: req.DeltaCacheBytes, NeedsSpillSlot: req.Spill}
+	var perm *fatjob.Permit
+	if wait == 0 {
+		var ok bool
+		if perm, ok = pool.TryAcquire(fr); !ok {
+			if exceeds(pool, fr) {
+				d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: "the permit asks for more than budget " + name + " holds in total; it can never be granted"})
+				return
+			}
+			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: "budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue"})
+			return
+		}
+	} else {
+		ctx, cancelWait := context.WithTimeout(r.Context(), wait)
+		defer cancelWait()
+		perm, err = pool.Acquire(ctx, fr)
+		if err != nil {
+			switch {
+			case errors.Is(err, fatjob.ErrExceedsCapacity):
+				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: err.Error()}
+			case errors.Is(err, context.DeadlineExceeded):
+				err = waitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
+			case d.stopping.Load() && errors.Is(err, context.Canceled):
+				err = errShuttingDown
+			}
+			d.fail(w, r, err)
+			return
+		}
+	}
+	l, err := d.permits.add(r.Context(), api.Lease{
+		Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(),
+	}, ttl, perm.Release)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := writeJSON(w, http.StatusOK, l); err != nil {
+		_ = d.permits.release(l.LeaseID, "")
+	}
+}
+
+// exceeds reports whether r can never fit p's totals.
+func exceeds(p *fatjob.Pool, r fatjob.Request) bool {
+	if r.ScanRingBytes > p.ScanRingTotal() || r.DeltaCacheBytes > p.DeltaCacheTotal() {
+		return true
+	}
+	return false
+}
+
+func (d *Daemon) releasePermit(w http.ResponseWriter, r *http.Request) {
+	if err := d.permits.release(r.PathValue("id"), r.PathValue("name")); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}

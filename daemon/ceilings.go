@@ -1,0 +1,490 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/ledger"
+)
+
+// ceilingConfig is the one conversion of a VM-ceiling entry to the ledger
+// package's configuration and usage source (nil when figures are pushed).
+func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
+	c := ledger.Config{Max: e.Max, ClaimTTL: time.Duration(e.ClaimTTL), PollInterval: time.Duration(e.PollInterval),
+		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant)}
+	if e.Usage == (reconcile.UsageEntry{}) {
+		return c, nil
+	}
+	return c, &ledger.HTTPSource{URL: e.Usage.URL, Field: e.Usage.Field, Timeout: time.Duration(e.Usage.Timeout)}
+}
+
+// ceiling is one VM ceiling's ledger and its usage poll loop.
+type ceiling struct {
+	name     string
+	ledger   *ledger.Ledger
+	entry    reconcile.CeilingEntry
+	retained bool               // removed from the configuration, kept while claims count
+	stop     context.CancelFunc // ends the usage poll loop; nil without a usage source
+	done     chan struct{}
+}
+
+// ceilingSet is the VM ceilings of the configuration, a ledger each.
+type ceilingSet struct {
+	log *slog.Logger
+	// claimBase is this process's first claim ID, random so that a claim
+	// ID a client kept from an earlier daemon names no claim here.
+	claimBase ledger.ClaimID
+
+	mu sync.Mutex
+	m  map[string]*ceiling
+}
+
+var _ componentSet = (*ceilingSet)(nil)
+
+func newCeilingSet(log *slog.Logger) *ceilingSet {
+	return &ceilingSet{log: log, claimBase: randomClaimBase(), m: map[string]*ceiling{}}
+}
+
+// randomClaimBase returns 2^32 × a random 31-bit number + 1: each process
+// numbers its claims from its own region of the ID space.
+func randomClaimBase() ledger.ClaimID {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return ledger.ClaimID(uint64(binary.BigEndian.Uint32(b[:])>>1)<<32 + 1)
+}
+
+func (s *ceilingSet) newLedger(name string, lc ledger.Config) (*ledger.Ledger, error) {
+	return ledger.New(lc, ledger.WithLogger(s.log.With("vm_ceiling", name)), ledger.WithFirstClaimID(s.claimBase))
+}
+
+func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
+	s.mu.Lock()
+	have := maps.Clone(s.m)
+	s.mu.Unlock()
+	entries := in.doc.VMCeilings
+	fresh := map[string]*ledger.Ledger{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		addr := reconcile.Address{Type: reconcile.TypeVMCeiling, Name: name}
+		lc, _ := ceilingConfig(entries[name])
+		if err := lc.Validate(); err != nil {
+			errs = append(errs, in.errorf(addr, "%v", err))
+			continue
+		}
+		if _, ok := have[name]; ok {
+			continue
+		}
+		l, err := s.newLedger(name, lc)
+		if err != nil {
+			errs = append(errs, in.errorf(addr, "%v", err))
+			continue
+		}
+		fresh[name] = l
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
+}
+
+func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map[string]*ledger.Ledger) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var changes []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		lc, _ := ceilingConfig(e)
+		cur, ok := s.m[name]
+		if !ok {
+			l := fresh[name]
+			if l == nil { // swept since prepare
+				var err error
+				if l, err = s.newLedger(name, lc); err != nil {
+					errs = append(errs, fmt.Errorf("vm_ceiling %q: %w", name, err))
+					continue
+				}
+			}
+			ce := &ceiling{name: name, ledger: l, entry: e}
+			ce.startUsage(nil)
+			s.m[name] = ce
+			changes = append(changes, fmt.Sprintf("vm_ceiling.%s: created", name))
+			continue
+		}
+		cur.retained = false
+		if cur.entry == e {
+			continue
+		}
+		if err := cur.ledger.Reconfigure(lc); err != nil {
+			errs = append(errs, fmt.Errorf("vm_ceiling %q: %w", name, err))
+			continue
+		}
+		changes = append(changes, entryChange("vm_ceiling."+name, cur.entry, e))
+		usageChanged := cur.entry.Usage != e.Usage
+		cur.entry = e
+		if usageChanged {
+			// The new loop starts once the old one has returned, so no
+			// figure of the old source lands after one of the new.
+			cur.startUsage(cur.stopUsage())
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.m)) {
+		if ce := s.m[name]; !ce.retained {
+			if _, ok := entries[name]; !ok {
+				ce.retained = true
+				changes = append(changes, fmt.Sprintf("vm_ceiling.%s: removed from the configuration", name))
+			}
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+// startUsage starts ce's usage poll loop, once after is closed, when its
+// entry declares a source. An operator-pushed ceiling (no usage block) is
+// fed by PUT .../usage only. Called with the set's lock held.
+func (ce *ceiling) startUsage(after <-chan struct{}) {
+	_, src := ceilingConfig(ce.entry)
+	if src == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	ce.stop, ce.done = cancel, done
+	go func() {
+		defer close(done)
+		if after != nil {
+			<-after
+		}
+		_ = ce.ledger.Run(ctx, src)
+	}()
+}
+
+// stopUsage cancels ce's usage poll loop and returns a channel closed once
+// it has returned (nil without a loop); the caller waits on it without the
+// set's lock. Called with the set's lock held.
+func (ce *ceiling) stopUsage() <-chan struct{} {
+	if ce.stop == nil {
+		return nil
+	}
+	ce.stop()
+	done := ce.done
+	ce.stop, ce.done = nil, nil
+	return done
+}
+
+func waitAll(chans []<-chan struct{}) {
+	for _, c := range chans {
+		if c != nil {
+			<-c
+		}
+	}
+}
+
+func (s *ceilingSet) sweep(ctx context.Context) {
+	var removed []string
+	var stopped []<-chan struct{}
+	s.mu.Lock()
+	for name, ce := range s.m {
+		if st := ce.ledger.Status(); ce.retained && st.LocalClaims == 0 && st.Queued == 0 {
+			stopped = append(stopped, ce.stopUsage())
+			delete(s.m, name)
+			removed = append(removed, name)
+		}
+	}
+	s.mu.Unlock()
+	waitAll(stopped)
+	for _, name := range removed {
+		s.log.Info("removed vm_ceiling dropped from the configuration", "vm_ceiling", name)
+	}
+}
+
+func (s *ceilingSet) close() {
+	var stopped []<-chan struct{}
+	s.mu.Lock()
+	for _, ce := range s.m {
+		stopped = append(stopped, ce.stopUsage())
+	}
+	s.mu.Unlock()
+	waitAll(stopped)
+}
+
+// find returns the named ceiling's ledger; a retained one (dropped from
+// the configuration, still holding claims) serves confirms and cancels but
+// no new claims, so forNew refuses it.
+func (s *ceilingSet) find(name string, forNew bool) (*ledger.Ledger, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ce, ok := s.m[name]
+	if !ok || (forNew && ce.retained) {
+		return nil, false
+	}
+	return ce.ledger, true
+}
+
+// claimLive reports whether claim id of the named ceiling still counts.
+func (s *ceilingSet) claimLive(name string, id ledger.ClaimID) bool {
+	l, ok := s.find(name, false)
+	if !ok {
+		return false
+	}
+	_, ok = l.Lookup(id)
+	return ok
+}
+
+// snapshot lists the ceilings (name and ledger), sorted by name.
+func (s *ceilingSet) snapshot() []*ceiling {
+	s.mu.Lock()
+	out := make([]*ceiling, 0, len(s.m))
+	for _, ce := range s.m {
+		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, retained: ce.retained})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b *ceiling) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+func (s *ceilingSet) get(name string) (api.CeilingStatus, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ce, ok := s.m[name]
+	if !ok {
+		return api.CeilingStatus{}, false
+	}
+	return ceilingStatus(ce), true
+}
+
+func (s *ceilingSet) list() []api.CeilingStatus {
+	s.mu.Lock()
+	out := make([]api.CeilingStatus, 0, len(s.m))
+	for _, ce := range s.m {
+		out = append(out, ceilingStatus(ce))
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b api.CeilingStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *ceilingSet) status(out *api.Components) { out.Ceilings = s.list() }
+
+func ceilingStatus(ce *ceiling) api.CeilingStatus {
+	st := ce.ledger.Status()
+	out := api.CeilingStatus{
+		Name: ce.name, Max: st.Max, ProviderActive: st.ProviderActive, LocalClaims: st.LocalClaims,
+		Effective: st.Effective, Available: st.Available, Queued: st.Queued, Stale: st.Stale,
+		LastError: st.LastError, Retained: ce.retained,
+	}
+	if !st.LastUsageAt.IsZero() {
+		t := st.LastUsageAt
+		out.LastUsageAt = &t
+	}
+	return out
+}
+
+func (s *ceilingSet) collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	list := slices.Collect(maps.Values(s.m))
+	s.mu.Unlock()
+	for _, ce := range list {
+		n := ce.name
+		st := ce.ledger.Status()
+		gauge(ch, descCeilingMax, float64(st.Max), n)
+		gauge(ch, descCeilingActive, float64(st.ProviderActive), n)
+		gauge(ch, descCeilingClaims, float64(st.LocalClaims), n)
+		gauge(ch, descCeilingEffective, float64(st.Effective), n)
+		gauge(ch, descCeilingAvailable, float64(st.Available), n)
+		gauge(ch, descCeilingQueued, float64(st.Queued), n)
+		gauge(ch, descCeilingStale, b2f(st.Stale), n)
+		ev := ce.ledger.Stats()
+		for _, e := range []struct {
+			ev string
+			v  uint64
+		}{{"granted", ev.Granted}, {"queued", ev.Queued}, {"expired_unconfirmed", ev.ExpiredUnconfirmed}, {"denied_stale", ev.DeniedStale},
+			{"source_errors", ev.SourceErrors}, {"figures", ev.Figures}, {"confirmed", ev.Confirmed}, {"retired", ev.Retired}, {"cancelled", ev.Cancelled}, {"restored", ev.Restored}} {
+			counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
+		}
+	}
+}
+
+func (d *Daemon) listCeilings(w http.ResponseWriter, r *http.Request) {
+	_ = writeJSON(w, http.StatusOK, api.CeilingList{Ceilings: d.comp.ceilings.list()})
+}
+
+// liveCeiling returns the named ceiling's ledger (see ceilingSet.find).
+func (d *Daemon) liveCeiling(name string, forNew bool) (*ledger.Ledger, error) {
+	l, ok := d.comp.ceilings.find(name, forNew)
+	if !ok {
+		return nil, notFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
+	}
+	return l, nil
+}
+
+func (d *Daemon) getCeiling(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	st, ok := d.comp.ceilings.get(name)
+	if !ok {
+		d.fail(w, r, notFound("no vm_ceiling %q: declare it with a vm_ceiling block", name))
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, st)
+}
+
+func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
+	confirmedAt := c.ConfirmedAt()
+	return api.Claim{
+		ClaimID: c.ID().String(), Ceiling: ceilingName, WorkerID: c.WorkerID(), Count: c.Count(),
+		Confirmed: !confirmedAt.IsZero(), GrantedAt: c.GrantedAt(), ExpiresAt: c.ExpiresAt(), ConfirmedAt: confirmedAt,
+	}
+}
+
+func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req api.ClaimRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	wait, err := waitDuration(req.WaitSeconds)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	switch {
+	case req.WorkerID == "":
+		d.fail(w, r, badRequest("worker_id is required: it names the worker the VM is for"))
+		return
+	case req.Count < 0:
+		d.fail(w, r, badRequest("count %d must be at least 1 (0 or absent means 1)", req.Count))
+		return
+	}
+	l, err := d.liveCeiling(name, true)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	lr := ledger.Request{WorkerID: req.WorkerID, Count: max(req.Count, 1)}
+	var c *ledger.Claim
+	if wait == 0 {
+		c, err = l.TryRequest(lr)
+	} else {
+		ctx, cancelWait := context.WithTimeout(r.Context(), wait)
+		defer cancelWait()
+		c, err = l.Request(ctx, lr)
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			err = waitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
+		case err != nil && d.stopping.Load() && errors.Is(err, context.Canceled):
+			err = errShuttingDown
+		}
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+		c.Cancel() // a claim a restart would forget could over-book
+		d.fail(w, r, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err))
+		return
+	}
+	if err := writeJSON(w, http.StatusOK, claimJSON(name, c)); err != nil {
+		c.Cancel()
+		d.grants.deleteClaim(name, c.ID())
+	}
+}
+
+// claim finds a claim by the {name} and {id} of the path.
+func (d *Daemon) claim(r *http.Request) (string, *ledger.Claim, error) {
+	name, id := r.PathValue("name"), r.PathValue("id")
+	l, err := d.liveCeiling(name, false)
+	if err != nil {
+		return "", nil, err
+	}
+	cid, err := ledger.ParseClaimID(id)
+	if err != nil {
+		return "", nil, notFound("no claim %q in vm_ceiling %q: not a claim ID", id, name)
+	}
+	c, ok := l.Lookup(cid)
+	if !ok {
+		return "", nil, notFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
+	}
+	return name, c, nil
+}
+
+func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
+	if err := decode(w, r, &struct{}{}); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	name, c, err := d.claim(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := c.Confirm(); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+		// Confirmed here, not in the record; confirming again is harmless
+		// and records it.
+		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, claimJSON(name, c))
+}
+
+func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
+	name, c, err := d.claim(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	c.Cancel()
+	if !d.comp.ceilings.claimLive(name, c.ID()) {
+		// A confirmed claim counts on until the next figure; sweepClaims
+		// deletes its record then.
+		d.grants.deleteClaim(name, c.ID())
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
+	var req api.UsageRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if req.Active == nil || *req.Active < 0 {
+		d.fail(w, r, badRequest("active must be given and at least 0: the number of VMs the provider reports running"))
+		return
+	}
+	name := r.PathValue("name")
+	l, err := d.liveCeiling(name, false)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if err := l.ObserveUsage(*req.Active, time.Time{}); err != nil {
+		d.fail(w, r, badRequest("%v", err))
+		return
+	}
+	st, ok := d.comp.ceilings.get(name)
+	if !ok {
+		d.fail(w, r, notFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name))
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, st)
+}

@@ -1,0 +1,455 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/pools"
+	"github.com/rpdhq/rpd/spec"
+)
+
+// defaultTTL is the TTL of a remote grant whose request sets none: a pool
+// lease (when its pool's lease_ttl is 0 or unset) or a budget permit.
+const defaultTTL = api.DefaultTTLSeconds * time.Second
+
+// poolConfig is the one conversion of a pool entry to the pools package's
+// configuration. A lease_ttl of 0 means the daemon's default TTL: a remote
+// lease that never expired would be held forever by a vanished worker.
+func poolConfig(name string, e reconcile.PoolEntry) pools.PoolConfig {
+	ttl := time.Duration(e.LeaseTTL)
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	return pools.PoolConfig{Name: name, Slots: e.Slots, Description: e.Description, MaxQueued: e.MaxQueued, LeaseTTL: ttl}
+}
+
+// poolSet is the pools of the configuration, served by one pools.Manager,
+// and the named priorities requests may ask for.
+type poolSet struct {
+	log *slog.Logger
+	mgr *pools.Manager
+	// loadLeases lists every recorded pool lease (the backend's lease
+	// store), to find the holders of a pool removed with allow_destroy.
+	loadLeases func(ctx context.Context) ([]pools.LeaseRecord, error)
+
+	mu   sync.Mutex
+	decl map[string]reconcile.PoolEntry // the active configuration's pools
+	// gone holds pools removed from the configuration but still in use;
+	// the value is their last allow_destroy: true drops their holders.
+	gone  map[string]bool
+	prios map[string]int
+}
+
+var _ componentSet = (*poolSet)(nil)
+
+func newPoolSet(log *slog.Logger, mgr *pools.Manager, loadLeases func(context.Context) ([]pools.LeaseRecord, error)) *poolSet {
+	return &poolSet{log: log, mgr: mgr, loadLeases: loadLeases, decl: map[string]reconcile.PoolEntry{}, gone: map[string]bool{}, prios: map[string]int{}}
+}
+
+// entries are the document's pools; default_pool exists even when the
+// document does not hold it (a state store nothing was applied to yet).
+func poolEntries(doc *reconcile.RuntimeDoc) map[string]reconcile.PoolEntry {
+	entries := maps.Clone(doc.Pools)
+	if _, ok := entries[spec.DefaultPoolName]; !ok {
+		entries[spec.DefaultPoolName] = reconcile.PoolEntry{Slots: spec.DefaultDefaultSlots}
+	}
+	return entries
+}
+
+func (s *poolSet) prepare(in *input) (commitFunc, error) {
+	entries := poolEntries(in.doc)
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		if err := poolConfig(name, entries[name]).Validate(); err != nil {
+			errs = append(errs, in.locate(reconcile.Address{Type: reconcile.TypePool, Name: name}, err))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	prios := map[string]int{}
+	for name, p := range in.doc.Priorities {
+		prios[name] = p.Weight
+	}
+	return func() ([]string, error) { return s.commit(entries, prios) }, nil
+}
+
+func (s *poolSet) commit(entries map[string]reconcile.PoolEntry, prios map[string]int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var changes []string
+	var cfgs []pools.PoolConfig
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		e := entries[name]
+		delete(s.gone, name)
+		old, had := s.decl[name]
+		switch {
+		case had && old == e:
+			continue
+		case had:
+			changes = append(changes, entryChange("pool."+name, old, e))
+		default:
+			changes = append(changes, fmt.Sprintf("pool.%s: created with %d slots", name, e.Slots))
+		}
+		s.decl[name] = e
+		cfgs = append(cfgs, poolConfig(name, e))
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.decl)) {
+		if _, ok := entries[name]; !ok {
+			s.gone[name] = s.decl[name].AllowDestroy
+			delete(s.decl, name)
+			changes = append(changes, fmt.Sprintf("pool.%s: removed from the configuration", name))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(prios)) {
+		old, had := s.prios[name]
+		switch {
+		case !had:
+			changes = append(changes, fmt.Sprintf("priority.%s: created with weight %d", name, prios[name]))
+		case old != prios[name]:
+			changes = append(changes, fmt.Sprintf("priority.%s: weight %d -> %d", name, old, prios[name]))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.prios)) {
+		if _, ok := prios[name]; !ok {
+			changes = append(changes, fmt.Sprintf("priority.%s: removed from the configuration", name))
+		}
+	}
+	s.prios = prios
+	// One call publishes every new pool at once (n ConfigurePool calls
+	// cost O(n²) for n new pools); prepare validated each.
+	if err := s.mgr.ConfigurePools(cfgs...); err != nil {
+		return changes, fmt.Errorf("configure pools: %w", err)
+	}
+	return changes, nil
+}
+
+// sweep deletes removed pools once idle. A pool removed with allow_destroy
+// first loses its holders: they are found through the lease store, which
+// records every grant (read without the set's lock held); waiting requests
+// are not cancelled (new ones are refused), so the pool goes once the last
+// of them has given up.
+func (s *poolSet) sweep(ctx context.Context) {
+	s.mu.Lock()
+	gone := maps.Clone(s.gone)
+	s.mu.Unlock()
+	for _, name := range slices.Sorted(maps.Keys(gone)) {
+		if gone[name] {
+			s.dropHolders(ctx, name)
+		}
+		s.mu.Lock()
+		err := pools.ErrPoolInUse
+		if _, still := s.gone[name]; still { // not declared again meanwhile
+			err = s.mgr.DeletePool(name)
+			if err == nil || errors.Is(err, pools.ErrUnknownPool) {
+				delete(s.gone, name)
+			}
+		}
+		s.mu.Unlock()
+		switch {
+		case err == nil, errors.Is(err, pools.ErrUnknownPool):
+			s.log.Info("removed pool dropped from the configuration", "pool", name)
+		case errors.Is(err, pools.ErrPoolInUse):
+			// Kept until its holders release; reported as retained.
+		default:
+			s.log.Warn("cannot remove pool dropped from the configuration", "pool", name, "err", err)
+		}
+	}
+}
+
+func (s *poolSet) dropHolders(ctx context.Context, name string) {
+	if s.loadLeases == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	recs, err := s.loadLeases(ctx)
+	if err != nil {
+		s.log.Warn("cannot list the leases of a destroyed pool; retrying at the next sweep", "pool", name, "err", err)
+		return
+	}
+	n := 0
+	for _, r := range recs {
+		if r.Pool != name {
+			continue
+		}
+		if l, err := s.mgr.Lease(r.LeaseID); err == nil {
+			_ = l.Release()
+			n++
+		}
+	}
+	if n > 0 {
+		s.log.Warn("pool removed with allow_destroy = true: its holders lost their slots", "pool", name, "leases", n)
+	}
+}
+
+func (s *poolSet) close() {}
+
+// retained reports whether name was removed from the configuration and is
+// kept only for its holders.
+func (s *poolSet) retained(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.gone[name]
+	return ok
+}
+
+func (s *poolSet) priority(name string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.prios[name]
+	return w, ok
+}
+
+func (s *poolSet) list() []api.PoolStatus {
+	s.mu.Lock()
+	gone := maps.Clone(s.gone)
+	s.mu.Unlock()
+	list := s.mgr.ListPools()
+	out := make([]api.PoolStatus, 0, len(list))
+	for _, st := range list {
+		_, retained := gone[st.Name]
+		out = append(out, poolStatus(st, retained))
+	}
+	slices.SortFunc(out, func(a, b api.PoolStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (s *poolSet) get(name string) (api.PoolStatus, error) {
+	st, err := s.mgr.PoolStatus(name)
+	if err != nil {
+		return api.PoolStatus{}, err
+	}
+	return poolStatus(st, s.retained(name)), nil
+}
+
+// acquire grants slots of a declared pool; a removed pool (kept for its
+// holders) grants nothing.
+func (s *poolSet) acquire(ctx context.Context, name string, req pools.Request) (*pools.Lease, error) {
+	if s.retained(name) {
+		return nil, notFound("pool %q was removed from the configuration; it is kept only until its holders release", name)
+	}
+	return s.mgr.Acquire(ctx, name, req)
+}
+
+func (s *poolSet) lease(id string) (*pools.Lease, error) { return s.mgr.Lease(id) }
+
+// holders lists the leases of every pool, by pool name, the pools sorted.
+func (s *poolSet) holders() (names []string, byPool map[string][]pools.Holder) {
+	byPool = map[string][]pools.Holder{}
+	for _, st := range s.mgr.ListPools() {
+		h, _, err := s.mgr.Holders(st.Name)
+		if err != nil {
+			continue // deleted since ListPools
+		}
+		names = append(names, st.Name)
+		byPool[st.Name] = h
+	}
+	slices.Sort(names)
+	return names, byPool
+}
+
+func (s *poolSet) status(out *api.Components) {
+	out.Pools = s.list()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	maps.Copy(out.Priorities, s.prios)
+}
+
+func poolStatus(s pools.PoolStatus, retained bool) api.PoolStatus {
+	return api.PoolStatus{Name: s.Name, Description: s.Description, Total: s.Total, Used: s.Used, Available: s.Available, Queued: s.Queued, Retained: retained}
+}
+
+func (s *poolSet) collect(ch chan<- prometheus.Metric) {
+	s.mu.Lock()
+	gone := maps.Clone(s.gone)
+	s.mu.Unlock()
+	for _, st := range s.mgr.ListPools() {
+		n := st.Name
+		_, retained := gone[n]
+		gauge(ch, descPoolSlots, float64(st.Total), n)
+		gauge(ch, descPoolUsed, float64(st.Used), n)
+		gauge(ch, descPoolAvailable, float64(st.Available), n)
+		gauge(ch, descPoolQueued, float64(st.Queued), n)
+		gauge(ch, descPoolRetained, b2f(retained), n)
+		ev := st.Stats
+		for _, e := range []struct {
+			ev string
+			v  uint64
+		}{{"granted", ev.Granted}, {"released", ev.Released}, {"cancelled", ev.Cancelled}, {"timed_out", ev.TimedOut}, {"expired", ev.Expired}, {"rejected", ev.Rejected}} {
+			counter(ch, descPoolEvents, float64(e.v), n, e.ev)
+		}
+		counter(ch, descPoolWaits, float64(ev.Wait.Count), n)
+		counter(ch, descPoolWaitSecs, ev.Wait.Sum.Seconds(), n)
+	}
+}
+
+// A pool lease's external ID is the pools package's "<pool>/<id>" with the
+// slash made a dot, so that it fits one URL path segment (pool names cannot
+// contain dots). Budget permits use "~" instead (see permits.go).
+func externalLeaseID(id string) string { return strings.Replace(id, "/", ".", 1) }
+func internalLeaseID(id string) string { return strings.Replace(id, ".", "/", 1) }
+
+func (d *Daemon) listPools(w http.ResponseWriter, r *http.Request) {
+	_ = writeJSON(w, http.StatusOK, api.PoolList{Pools: d.comp.pools.list()})
+}
+
+func (d *Daemon) getPool(w http.ResponseWriter, r *http.Request) {
+	st, err := d.comp.pools.get(r.PathValue("name"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, st)
+}
+
+// poolRequest validates an acquire body and converts it.
+func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Duration, error) {
+	var pr pools.Request
+	wait, err := waitDuration(req.WaitSeconds)
+	if err != nil {
+		return pr, 0, err
+	}
+	ttl, err := ttlDuration(req.TTLSeconds, 0) // 0: the pool's lease_ttl (default 60 s)
+	if err != nil {
+		return pr, 0, err
+	}
+	if req.Slots < 0 {
+		return pr, 0, badRequest("slots %d must be at least 1 (0 or absent means 1)", req.Slots)
+	}
+	prio := 0
+	switch {
+	case req.Priority != nil && req.PriorityName != "":
+		return pr, 0, badRequest("give priority or priority_name, not both")
+	case req.Priority != nil:
+		prio = *req.Priority
+	case req.PriorityName != "":
+		w, ok := d.comp.pools.priority(req.PriorityName)
+		if !ok {
+			return pr, 0, badRequest("unknown priority_name %q: declare it with a priority block, or pass a numeric priority", req.PriorityName)
+		}
+		prio = w
+	}
+	pr = pools.Request{TaskID: req.TaskID, Priority: prio, Slots: max(req.Slots, 1), TTL: ttl, Timeout: wait}
+	if wait == 0 {
+		// Answer at once: a request that cannot be granted immediately
+		// times out on the next clock tick instead of waiting.
+		pr.Timeout = time.Nanosecond
+	}
+	return pr, wait, nil
+}
+
+func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req api.AcquireRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	pr, wait, err := d.poolRequest(req)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	lease, err := d.comp.pools.acquire(ctx, name, pr)
+	if err != nil {
+		switch {
+		case wait == 0 && errors.Is(err, pools.ErrTimeout):
+			err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable,
+				msg: "no free slot in pool " + name + " now; retry, or pass wait_seconds to wait for one"}
+		case d.stopping.Load() && ctx.Err() != nil && !errors.Is(err, pools.ErrTimeout):
+			err = errShuttingDown
+		}
+		d.fail(w, r, err)
+		return
+	}
+	if err := writeJSON(w, http.StatusOK, poolLease(lease)); err != nil {
+		// The client is gone: nobody will heartbeat or release the lease.
+		_ = lease.Release()
+	}
+}
+
+func poolLease(l *pools.Lease) api.Lease {
+	return api.Lease{
+		LeaseID:    externalLeaseID(l.ID()),
+		Kind:       api.KindPool,
+		Pool:       l.Pool(),
+		TaskID:     l.TaskID(),
+		Priority:   l.Priority(),
+		Slots:      l.Slots(),
+		TTLSeconds: l.TTL().Seconds(),
+		ExpiresAt:  l.ExpiresAt(),
+	}
+}
+
+func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := decode(w, r, &struct{}{}); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if isPermitID(id) {
+		l, err := d.permits.heartbeat(id)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if err := d.permits.recordHeartbeat(r.Context(), l); err != nil {
+			// As for pool leases: extended here, not in its record.
+			d.log.Warn("permit heartbeated but its record was not extended", "lease", id, "err", err)
+		}
+		_ = writeJSON(w, http.StatusOK, l)
+		return
+	}
+	l, err := d.comp.pools.lease(internalLeaseID(id))
+	if err != nil {
+		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed; acquire again", id))
+		return
+	}
+	if err := l.Heartbeat(r.Context()); err != nil {
+		if !errors.Is(err, pools.ErrStore) {
+			d.fail(w, r, err)
+			return
+		}
+		// The lease is extended here; only its durable record is not, so a
+		// daemon restarted before the next heartbeat may see it expired.
+		d.log.Warn("lease heartbeated but its record was not extended", "lease", id, "err", err)
+	}
+	_ = writeJSON(w, http.StatusOK, poolLease(l))
+}
+
+func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if isPermitID(id) {
+		if err := d.permits.release(id, ""); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	l, err := d.comp.pools.lease(internalLeaseID(id))
+	if err != nil {
+		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed", id))
+		return
+	}
+	if err := l.Release(); err != nil {
+		// The slots are free; only the durable record's delete failed, and
+		// its TTL or the next Restore drops it.
+		d.log.Warn("lease released but its record was not deleted", "lease", id, "err", err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
