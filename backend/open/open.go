@@ -59,7 +59,8 @@ type Backend struct {
 	Instances pickup.InstanceTable
 
 	close func() error
-	// held sums the unexpired pool leases per pool (see HeldSlots).
+	// held sums the unexpired pool leases per pool (Live().Held); nil for
+	// a backend that does not exist.
 	held reconcile.HeldSlotsFunc
 }
 
