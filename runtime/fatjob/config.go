@@ -35,6 +35,10 @@ type Config struct {
 	// without counting. A non-nil value must be at least 1; use
 	// LimitedSpill to build one, at most MaxSpillSlots.
 	SpillSlots *int
+	// MaxQueued caps the requests waiting in Acquire; one more fails at
+	// once with ErrQueueFull. 0 means unbounded. Lowering it drops no
+	// request already waiting.
+	MaxQueued int
 }
 
 // DefaultConfig returns the documented defaults (docs/language.md, budget): 256 MiB of scan ring, 512 MiB of
@@ -66,6 +70,9 @@ func (c Config) Validate() error {
 	}
 	if c.SpillSlots != nil && (*c.SpillSlots < 1 || *c.SpillSlots > MaxSpillSlots) {
 		errs = append(errs, fmt.Errorf("%w: %d spill slots; use 1..%d, or nil for unlimited spilling", ErrInvalidConfig, *c.SpillSlots, MaxSpillSlots))
+	}
+	if c.MaxQueued < 0 {
+		errs = append(errs, fmt.Errorf("%w: max queued %d; use 0 for unbounded", ErrInvalidConfig, c.MaxQueued))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package fatjob
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/big"
@@ -135,5 +136,35 @@ func TestRestoreCannotWrapTheCounter(t *testing.T) {
 	}
 	if got := p.ScanRingAvailable(); got != 0 {
 		t.Fatalf("available %d, want 0", got)
+	}
+}
+
+// TestMaxQueuedBoundsWaiters: with MaxQueued 1, a second request that
+// would wait fails at once with ErrQueueFull, changes nothing, and the
+// waiting one is still granted on release.
+func TestMaxQueuedBoundsWaiters(t *testing.T) {
+	cfg := Config{ScanRingBytes: 10, DeltaCacheBytes: 10, MaxQueued: 1}
+	p := newPool(t, cfg)
+	held := mustAcquire(t, p, Request{ScanRingBytes: 10})
+	ctx := context.Background()
+	first := acquireAsync(t, ctx, p, Request{ScanRingBytes: 5}, 1)
+	if _, err := p.Acquire(ctx, Request{ScanRingBytes: 1}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("second waiter: %v, want ErrQueueFull", err)
+	}
+	if st := p.Stats(); st.Queued != 1 {
+		t.Fatalf("stats %+v: want the one waiter queued", st)
+	}
+	held.Release()
+	if r := receive(t, first); r.err != nil {
+		t.Fatalf("the queued request: %v", r.err)
+	} else {
+		r.perm.Release()
+	}
+	cfg.MaxQueued = -1
+	if err := p.Reconfigure(cfg); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("MaxQueued -1: %v, want ErrInvalidConfig", err)
+	}
+	if err := p.checkInvariants(); err != nil {
+		t.Fatal(err)
 	}
 }

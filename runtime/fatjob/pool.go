@@ -16,6 +16,10 @@ import (
 // at the call, or for a queued request, after a Reconfigure shrank the pool.
 var ErrExceedsCapacity = errors.New("fatjob: request exceeds the pool's total capacity")
 
+// ErrQueueFull is wrapped by Acquire when the request would have to wait
+// and Config.MaxQueued requests already do; it never joined the queue.
+var ErrQueueFull = errors.New("fatjob: the queue of waiting requests is full")
+
 // Pool is a system-wide budget of scan-ring bytes, delta-cache bytes and
 // spill slots, handed out as all-or-nothing Permits. It is safe for
 // concurrent use; create it with New.
@@ -272,6 +276,14 @@ func (p *Pool) acquireSlow(ctx context.Context, done <-chan struct{}, r Request)
 			return p.grantOf(r, spill), nil
 		}
 	}
+	if limit := p.cfg.MaxQueued; limit > 0 && p.queue.Len() >= limit {
+		p.gate.Add(gateLeave)
+		p.mu.Unlock()
+		p.denied.Add(1)
+		// No release is missed: the queue is not empty, so releases hand
+		// off to it whatever the gate said while we held it up.
+		return grant{}, fmt.Errorf("%w: %d requests already wait (max_queued); retry later or raise it", ErrQueueFull, limit)
+	}
 	w := &waiter{req: r, since: p.now(), ready: make(chan struct{})}
 	w.elem = p.queue.PushBack(w)
 	p.mu.Unlock()
@@ -447,6 +459,8 @@ func (p *Pool) Reconfigure(cfg Config) error {
 	old := p.cfg
 	if old.ScanRingBytes == cfg.ScanRingBytes && old.DeltaCacheBytes == cfg.DeltaCacheBytes &&
 		(old.SpillSlots == nil) == (cfg.SpillSlots == nil) && old.spillTotal() == cfg.spillTotal() {
+		// At most the queue bound changed; lowering it drops no waiter.
+		p.cfg.MaxQueued = cfg.MaxQueued
 		return nil
 	}
 	// Close the gate: lock-free acquirers in flight will see it move and

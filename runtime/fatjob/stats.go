@@ -9,7 +9,8 @@ type Stats struct {
 	// grant that raced a cancellation and was handed back does not count.
 	Granted uint64
 	// Denied counts TryAcquire calls that returned false and Acquire calls
-	// that failed with ErrExceedsCapacity (at the call or after a shrink).
+	// that failed with ErrExceedsCapacity (at the call or after a shrink)
+	// or ErrQueueFull.
 	Denied uint64
 	// Waited counts Acquire calls granted after waiting in the queue, and
 	// WaitTime is the total time they waited.

@@ -55,6 +55,10 @@ type Config struct {
 	StaleAfter time.Duration
 	// Grant is GrantNextUsage (default) or GrantImmediate.
 	Grant GrantMode
+	// MaxQueued caps the waiting requests and tickets; one more fails at
+	// once with ErrQueueFull. 0 means unbounded. Lowering it drops no
+	// request already waiting.
+	MaxQueued int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -90,6 +94,8 @@ func (c Config) Validate() error {
 	case c.ClaimTTL <= c.StaleAfter:
 		return fmt.Errorf("%w: claim_ttl %v must exceed stale_after %v, or a claim could lapse before any fresh figure shows its VM",
 			ErrInvalidConfig, c.ClaimTTL, c.StaleAfter)
+	case c.MaxQueued < 0:
+		return fmt.Errorf("%w: max queued %d; use 0 for unbounded", ErrInvalidConfig, c.MaxQueued)
 	case c.Grant != GrantNextUsage && c.Grant != GrantImmediate:
 		return fmt.Errorf("%w: grant mode %q; use %q or %q", ErrInvalidConfig, c.Grant, GrantNextUsage, GrantImmediate)
 	}

@@ -27,6 +27,10 @@ var (
 	// ErrInvalidRequest means a Request had Count < 1, or TryRequest had no
 	// WorkerID.
 	ErrInvalidRequest = errors.New("ledger: invalid request")
+	// ErrQueueFull means the request would have to wait and
+	// Config.MaxQueued requests (and tickets) already do; it did not join
+	// the queue. Ask again later.
+	ErrQueueFull = errors.New("ledger: the queue of waiting requests is full; ask again later or raise max_queued")
 	// ErrClaimEnded is returned by Confirm on a claim that already expired,
 	// was cancelled, or retired; the VM (if started) is no longer covered by a
 	// claim and must show up in the provider's figure.
@@ -172,7 +176,8 @@ func (l *Ledger) Reconfigure(cfg Config) error {
 // figure is fresh and there is room. If ctx ends first, Request returns
 // ctx.Err() and leaves no claim or queue entry behind (a claim granted in the
 // race is cancelled); only the counters remember it. A request larger than Max fails at once
-// with ErrTooLarge and never joins the queue.
+// with ErrTooLarge, and one that would wait while MaxQueued requests wait
+// with ErrQueueFull; neither joins the queue.
 func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 	if req.Count < 1 {
 		return nil, fmt.Errorf("%w: count %d; ask for at least 1 VM", ErrInvalidRequest, req.Count)
@@ -191,6 +196,10 @@ func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 		return c, nil
 	}
 	if err := ctx.Err(); err != nil {
+		l.mu.Unlock()
+		return nil, err
+	}
+	if err := l.queueFullLocked(); err != nil {
 		l.mu.Unlock()
 		return nil, err
 	}
@@ -237,7 +246,8 @@ func (l *Ledger) Request(ctx context.Context, req Request) (*Claim, error) {
 // worker has not asked for ClaimTTL is dropped when it reaches the head of the
 // queue; a granted ticket that is never collected expires like any
 // unconfirmed claim. One worker holds at most one ticket; a later call with a
-// different Count does not change it.
+// different Count does not change it. A new ticket is refused with
+// ErrQueueFull while MaxQueued requests wait.
 func (l *Ledger) TryRequest(req Request) (*Claim, error) {
 	if req.Count < 1 {
 		return nil, fmt.Errorf("%w: count %d; ask for at least 1 VM", ErrInvalidRequest, req.Count)
@@ -270,6 +280,9 @@ func (l *Ledger) TryRequest(req Request) (*Claim, error) {
 	if l.cfg.Grant == GrantImmediate && l.waiters.Len() == 0 && !stale && l.fitsLocked(req.Count) {
 		return l.grantLocked(req, now), nil
 	}
+	if err := l.queueFullLocked(); err != nil {
+		return nil, err
+	}
 	if stale {
 		l.stats.DeniedStale++
 	}
@@ -277,6 +290,15 @@ func (l *Ledger) TryRequest(req Request) (*Claim, error) {
 	l.tickets[req.WorkerID] = w
 	l.enqueueLocked(w, now)
 	return nil, l.refusalLocked(now)
+}
+
+// queueFullLocked returns ErrQueueFull when MaxQueued requests wait.
+func (l *Ledger) queueFullLocked() error {
+	if limit := l.cfg.MaxQueued; limit > 0 && l.waiters.Len() >= limit {
+		l.stats.DeniedQueueFull++
+		return fmt.Errorf("%w (%d waiting)", ErrQueueFull, l.waiters.Len())
+	}
+	return nil
 }
 
 func (l *Ledger) refusalLocked(now time.Time) error {
@@ -391,6 +413,7 @@ type Stats struct {
 	Queued             uint64 // requests that had to wait (Request calls and new tickets)
 	ExpiredUnconfirmed uint64 // claims that lapsed after ClaimTTL without Confirm
 	DeniedStale        uint64 // requests that arrived while the figure was stale
+	DeniedQueueFull    uint64 // requests refused because MaxQueued requests waited
 	SourceErrors       uint64 // failed polls
 	Figures            uint64 // usage figures accepted
 	Confirmed          uint64

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/big"
@@ -159,5 +160,51 @@ func TestIntLimitUsageFigureGrantsNothing(t *testing.T) {
 	}
 	if st := l.Status(); st.Effective != MaxCount || st.Available != 0 || st.LocalClaims != 0 {
 		t.Fatalf("status %+v: want effective %d, nothing available, no claims", st, MaxCount)
+	}
+}
+
+// TestMaxQueuedBoundsTicketsAndWaiters: the flood report was 20,000
+// answer-at-once claims with distinct worker IDs, each leaving a ticket.
+// With MaxQueued, the queue stops at the bound; a worker that holds a
+// ticket keeps it, and a blocking Request is refused alike.
+func TestMaxQueuedBoundsTicketsAndWaiters(t *testing.T) {
+	clk := newFakeClock()
+	l, err := New(Config{Max: 1, MaxQueued: 2}, WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ObserveUsage(1, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"a", "b"} {
+		if _, err := l.TryRequest(Request{WorkerID: w, Count: 1}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("worker %s: %v, want a ticket (ErrUnavailable)", w, err)
+		}
+	}
+	if _, err := l.TryRequest(Request{WorkerID: "c", Count: 1}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("third worker: %v, want ErrQueueFull", err)
+	}
+	if _, err := l.TryRequest(Request{WorkerID: "a", Count: 1}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a asking again: %v, want its ticket kept (ErrUnavailable)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := l.Request(ctx, Request{WorkerID: "d", Count: 1}); !errors.Is(err, ErrQueueFull) {
+		t.Fatalf("blocking request: %v, want ErrQueueFull at once", err)
+	}
+	if st, s := l.Status(), l.Stats(); st.Queued != 2 || s.DeniedQueueFull != 2 {
+		t.Fatalf("queued %d, denied %d; want 2 and 2", st.Queued, s.DeniedQueueFull)
+	}
+	// Raising the bound lets the next one in.
+	cfg := l.Config()
+	cfg.MaxQueued = 3
+	if err := l.Reconfigure(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TryRequest(Request{WorkerID: "c", Count: 1}); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("after raising max_queued: %v, want a ticket", err)
+	}
+	if err := (Config{Max: 1, MaxQueued: -1}).Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("negative MaxQueued: %v, want ErrInvalidConfig", err)
 	}
 }
