@@ -35,7 +35,7 @@ const (
 	CodeUnavailable      = "unavailable"        // 409: not available now (wait_seconds 0, or can never fit, or stale usage)
 	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
 	CodeHeadersTooLarge  = "headers_too_large"  // 431: request line and headers over 64 KiB
-	CodeQueueFull        = "queue_full"         // 429: the pool's max_queued waiters are already waiting
+	CodeQueueFull        = "queue_full"         // 429: the pool's, budget's or ceiling's max_queued waiters are already waiting
 	CodeInternal         = "internal"           // 500: backend failure; retry later
 	CodeNotReady         = "not_ready"          // 503: no configuration loaded or backend unreachable
 )

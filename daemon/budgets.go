@@ -21,7 +21,7 @@ import (
 // budgetConfig is the one conversion of a budget entry to the fatjob
 // package's configuration; an unset spill_slots is unlimited.
 func budgetConfig(e reconcile.BudgetEntry) fatjob.Config {
-	c := fatjob.Config{ScanRingBytes: e.ScanRing, DeltaCacheBytes: e.DeltaCache}
+	c := fatjob.Config{ScanRingBytes: e.ScanRing, DeltaCacheBytes: e.DeltaCache, MaxQueued: e.MaxQueued}
 	if e.SpillSlots.Set {
 		c.SpillSlots = fatjob.LimitedSpill(e.SpillSlots.Value)
 	}

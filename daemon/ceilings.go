@@ -25,7 +25,7 @@ import (
 // package's configuration and usage source (nil when figures are pushed).
 func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
 	c := ledger.Config{Max: e.Max, ClaimTTL: time.Duration(e.ClaimTTL), PollInterval: time.Duration(e.PollInterval),
-		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant)}
+		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant), MaxQueued: e.MaxQueued}
 	if e.Usage == (reconcile.UsageEntry{}) {
 		return c, nil
 	}

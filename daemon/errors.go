@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -34,7 +35,7 @@ func classify(err error) *httpError {
 		return st(http.StatusNotFound, api.CodeNotFound)
 	case errors.Is(err, pools.ErrInvalidRequest), errors.Is(err, ledger.ErrInvalidRequest):
 		return st(http.StatusBadRequest, api.CodeBadRequest)
-	case errors.Is(err, pools.ErrQueueFull):
+	case errors.Is(err, pools.ErrQueueFull), errors.Is(err, ledger.ErrQueueFull), errors.Is(err, fatjob.ErrQueueFull):
 		return st(http.StatusTooManyRequests, api.CodeQueueFull)
 	case errors.Is(err, pools.ErrTimeout):
 		return st(http.StatusRequestTimeout, api.CodeTimeout)

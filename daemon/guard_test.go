@@ -297,3 +297,49 @@ func TestReadyzWhenGrantsCannotBeWritten(t *testing.T) {
 		t.Fatalf("records after probes: %v, %v; want none (the probe deletes its own)", recs, err)
 	}
 }
+
+// TestMaxQueuedForCeilingsAndBudgets: the flood report left 20,000
+// answer-at-once claims with distinct worker IDs queued; with max_queued a
+// ceiling and a budget answer 429 beyond the bound and keep the rest.
+func TestMaxQueuedForCeilingsAndBudgets(t *testing.T) {
+	td := startDaemon(t, `
+budget "scan" {
+  scan_ring   = "1MiB"
+  delta_cache = "1MiB"
+  max_queued  = 1
+}
+vm_ceiling "vm" {
+  max        = 1
+  max_queued = 2
+}
+`)
+	if status, body := td.raw(t, "PUT", "/v1/ceilings/vm/usage", `{"active":1}`); status != http.StatusOK {
+		t.Fatalf("usage: %d %s", status, body)
+	}
+	for i := range 5 {
+		status, body := td.raw(t, "POST", "/v1/ceilings/vm/claims", fmt.Sprintf(`{"worker_id":"w%d"}`, i))
+		if i < 2 {
+			wantAPIError(t, status, body, http.StatusConflict, api.CodeUnavailable)
+		} else {
+			wantAPIError(t, status, body, http.StatusTooManyRequests, api.CodeQueueFull)
+		}
+	}
+	if st, err := td.c.Ceiling(ctxT(t), "vm"); err != nil || st.Queued != 2 {
+		t.Fatalf("ceiling = %+v, %v; want 2 queued", st, err)
+	}
+
+	if status, body := td.raw(t, "POST", "/v1/budgets/scan/permits", `{"scan_ring_bytes":1048576}`); status != http.StatusOK {
+		t.Fatalf("first permit: %d %s", status, body)
+	}
+	waiting := make(chan int, 1)
+	go func() {
+		s, _ := td.raw(t, "POST", "/v1/budgets/scan/permits", `{"scan_ring_bytes":1,"wait_seconds":1}`)
+		waiting <- s
+	}()
+	waitFor(t, "the permit to queue", func() bool { st, _ := td.c.Budget(ctxT(t), "scan"); return st.Queued == 1 })
+	status, body := td.raw(t, "POST", "/v1/budgets/scan/permits", `{"scan_ring_bytes":1,"wait_seconds":1}`)
+	wantAPIError(t, status, body, http.StatusTooManyRequests, api.CodeQueueFull)
+	if s := <-waiting; s != http.StatusRequestTimeout {
+		t.Fatalf("the queued permit answered %d, want 408", s)
+	}
+}

@@ -70,6 +70,7 @@ type BudgetEntry struct {
 	ScanRing   uint64      `json:"scan_ring"`   // bytes
 	DeltaCache uint64      `json:"delta_cache"` // bytes
 	SpillSlots OptionalInt `json:"spill_slots"` // unset = unlimited
+	MaxQueued  int         `json:"max_queued"`  // waiting permits; 0 = unbounded
 }
 
 // CeilingEntry is a VM ceiling (a vm_ceiling block).
@@ -79,6 +80,7 @@ type CeilingEntry struct {
 	PollInterval Duration   `json:"poll_interval"`
 	StaleAfter   Duration   `json:"stale_after"`
 	Grant        string     `json:"grant"`
+	MaxQueued    int        `json:"max_queued"`     // waiting claims and tickets; 0 = unbounded
 	Usage        UsageEntry `json:"usage,omitzero"` // zero: figures are pushed (PUT .../usage)
 }
 
@@ -248,7 +250,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 		}
 	}
 	for _, b := range cfg.Budgets {
-		e := BudgetEntry{ScanRing: b.ScanRing, DeltaCache: b.DeltaCache}
+		e := BudgetEntry{ScanRing: b.ScanRing, DeltaCache: b.DeltaCache, MaxQueued: b.MaxQueued}
 		if b.SpillSlots != nil {
 			e.SpillSlots = OptionalInt{Value: *b.SpillSlots, Set: true}
 		}
@@ -261,6 +263,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			PollInterval: Duration(v.PollInterval),
 			StaleAfter:   Duration(v.StaleAfter),
 			Grant:        v.Grant,
+			MaxQueued:    v.MaxQueued,
 		}
 		if v.Usage != nil {
 			e.Usage = UsageEntry{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: Duration(v.Usage.Timeout)}

@@ -95,6 +95,7 @@ type Budget struct {
 	DeltaCache uint64 // bytes, default 512 MiB, > 0
 	// SpillSlots is nil for unlimited; otherwise > 0 (default 16).
 	SpillSlots *int
+	MaxQueued  int // waiting permits; 0 = unbounded
 
 	DeclRange hcl.Range
 }
@@ -113,6 +114,7 @@ type VMCeiling struct {
 	PollInterval time.Duration // default 5s
 	StaleAfter   time.Duration // default 30s, must be >= PollInterval
 	Grant        string        // GrantNextUsage (default) or GrantImmediate
+	MaxQueued    int           // waiting claims and tickets; 0 = unbounded
 	// Usage is nil when the figure is pushed by an operator (PUT .../usage).
 	Usage *UsageSource
 

@@ -77,12 +77,12 @@ var (
 		{Name: "requeue_delay"}, {Name: "local_exhaustion"}, {Name: "mode"},
 	}}
 	budgetSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "scan_ring"}, {Name: "delta_cache"}, {Name: "spill_slots"},
+		{Name: "scan_ring"}, {Name: "delta_cache"}, {Name: "spill_slots"}, {Name: "max_queued"},
 	}}
 	ceilingSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
 			{Name: "max", Required: true}, {Name: "claim_ttl"}, {Name: "poll_interval"},
-			{Name: "stale_after"}, {Name: "grant"},
+			{Name: "stale_after"}, {Name: "grant"}, {Name: "max_queued"},
 		},
 		Blocks: []hcl.BlockHeaderSchema{{Type: "usage", LabelNames: []string{"type"}}},
 	}
@@ -357,6 +357,9 @@ func (d *decoder) budget(b *hcl.Block) Budget {
 			}
 		}
 	}
+	if n, ok := d.integer(attrs["max_queued"], 0, math.MaxInt32, ""); ok {
+		bu.MaxQueued = n
+	}
 	return bu
 }
 
@@ -375,6 +378,9 @@ func (d *decoder) ceiling(b *hcl.Block) VMCeiling {
 	}
 	if v, ok := d.duration(attrs["claim_ttl"], time.Second, maxLong, false, ""); ok {
 		c.ClaimTTL = v
+	}
+	if n, ok := d.integer(attrs["max_queued"], 0, math.MaxInt32, ""); ok {
+		c.MaxQueued = n
 	}
 	pollOK := true
 	if a := attrs["poll_interval"]; a != nil {

@@ -66,6 +66,7 @@ budget "unlimited" {
   scan_ring   = "1KB"
   delta_cache = "2 MiB"
   spill_slots = "unlimited"
+  max_queued  = 100
 }
 
 budget "bytes" {
@@ -80,6 +81,7 @@ vm_ceiling "pushed" {
   poll_interval = "250ms"
   stale_after   = "250ms"
   grant         = "immediate"
+  max_queued    = 1000
 }
 
 pool "default_pool" {
