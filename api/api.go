@@ -120,6 +120,12 @@ type PoolStatus struct {
 	Used        int    `json:"used"`
 	Available   int    `json:"available"`
 	Queued      int    `json:"queued"`
+	// QueuedByPriority groups the waiting requests, highest priority
+	// (served first) first; [] when nobody waits.
+	QueuedByPriority []QueuedPriority `json:"queued_by_priority"`
+	// Leases counts the holders; HoldersURL lists them (GET /v1/leases).
+	Leases     int    `json:"leases"`
+	HoldersURL string `json:"holders_url"`
 	// Retained is true for a pool removed from the configuration but kept
 	// because slots are still held; it is removed once idle.
 	Retained bool `json:"retained"`
@@ -159,8 +165,12 @@ type BudgetStatus struct {
 	DeltaCache Resource   `json:"delta_cache_bytes"`
 	SpillSlots SpillSlots `json:"spill_slots"`
 	Queued     int        `json:"queued"`
-	Permits    int        `json:"permits"`
-	Retained   bool       `json:"retained"`
+	// QueuedByPriority: permits are served FIFO, so at most one entry,
+	// at priority 0.
+	QueuedByPriority []QueuedPriority `json:"queued_by_priority"`
+	Permits          int              `json:"permits"`
+	HoldersURL       string           `json:"holders_url"`
+	Retained         bool             `json:"retained"`
 }
 
 // BudgetList is the body of GET /v1/budgets.
@@ -198,17 +208,23 @@ type UsageRequest struct {
 
 // CeilingStatus is the body of GET /v1/ceilings/{name}.
 type CeilingStatus struct {
-	Name           string     `json:"name"`
-	Max            int        `json:"max"`
-	ProviderActive int        `json:"provider_active"`
-	LocalClaims    int        `json:"local_claims"`
-	Effective      int        `json:"effective"`
-	Available      int        `json:"available"`
-	Queued         int        `json:"queued"`
-	LastUsageAt    *time.Time `json:"last_usage_at"`
-	Stale          bool       `json:"stale"`
-	LastError      string     `json:"last_error"`
-	Retained       bool       `json:"retained"`
+	Name           string `json:"name"`
+	Max            int    `json:"max"`
+	ProviderActive int    `json:"provider_active"`
+	LocalClaims    int    `json:"local_claims"`
+	Effective      int    `json:"effective"`
+	Available      int    `json:"available"`
+	Queued         int    `json:"queued"`
+	// QueuedByPriority: claims are served FIFO, so at most one entry, at
+	// priority 0.
+	QueuedByPriority []QueuedPriority `json:"queued_by_priority"`
+	// Claims counts the claims that still count; HoldersURL lists them.
+	Claims      int        `json:"claims"`
+	HoldersURL  string     `json:"holders_url"`
+	LastUsageAt *time.Time `json:"last_usage_at"`
+	Stale       bool       `json:"stale"`
+	LastError   string     `json:"last_error"`
+	Retained    bool       `json:"retained"`
 }
 
 // CeilingList is the body of GET /v1/ceilings.

@@ -41,6 +41,38 @@ type GrantList struct {
 	Leases []Grant `json:"leases"`
 }
 
+// QueuedPriority is the requests waiting at one priority: pools serve the
+// highest first; budgets and ceilings serve FIFO and report everything at
+// priority 0.
+type QueuedPriority struct {
+	Priority int `json:"priority"`
+	Requests int `json:"requests"`
+	// Slots the requests ask for together (pools; 0 otherwise).
+	Slots int `json:"slots"`
+	// OldestWaitSeconds is how long the longest-waiting request has waited
+	// (pools; 0 otherwise).
+	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+}
+
+// PoolDetail is the body of GET /v1/pools/{name}: the status and every
+// holder, oldest grant first.
+type PoolDetail struct {
+	PoolStatus
+	Holders []Grant `json:"holders"`
+}
+
+// BudgetDetail is the body of GET /v1/budgets/{name}.
+type BudgetDetail struct {
+	BudgetStatus
+	Holders []Grant `json:"holders"`
+}
+
+// CeilingDetail is the body of GET /v1/ceilings/{name}.
+type CeilingDetail struct {
+	CeilingStatus
+	Holders []Grant `json:"holders"`
+}
+
 // QueueDepth is a runner class queue's approximate message counts: idle
 // runners ready to be picked up, picked up but not yet settled, and
 // re-queued with a delay.

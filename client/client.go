@@ -212,9 +212,9 @@ func (c *Client) Pools(ctx context.Context) ([]api.PoolStatus, error) {
 	return l.Pools, err
 }
 
-// Pool is GET /v1/pools/{name}.
-func (c *Client) Pool(ctx context.Context, name string) (api.PoolStatus, error) {
-	var s api.PoolStatus
+// Pool is GET /v1/pools/{name}: the status and every holder.
+func (c *Client) Pool(ctx context.Context, name string) (api.PoolDetail, error) {
+	var s api.PoolDetail
 	err := c.do(ctx, http.MethodGet, "/v1/pools/"+seg(name), nil, &s)
 	return s, err
 }
@@ -248,9 +248,9 @@ func (c *Client) Budgets(ctx context.Context) ([]api.BudgetStatus, error) {
 	return l.Budgets, err
 }
 
-// Budget is GET /v1/budgets/{name}.
-func (c *Client) Budget(ctx context.Context, name string) (api.BudgetStatus, error) {
-	var s api.BudgetStatus
+// Budget is GET /v1/budgets/{name}: the status and every holder.
+func (c *Client) Budget(ctx context.Context, name string) (api.BudgetDetail, error) {
+	var s api.BudgetDetail
 	err := c.do(ctx, http.MethodGet, "/v1/budgets/"+seg(name), nil, &s)
 	return s, err
 }
@@ -275,9 +275,9 @@ func (c *Client) Ceilings(ctx context.Context) ([]api.CeilingStatus, error) {
 	return l.Ceilings, err
 }
 
-// Ceiling is GET /v1/ceilings/{name}.
-func (c *Client) Ceiling(ctx context.Context, name string) (api.CeilingStatus, error) {
-	var s api.CeilingStatus
+// Ceiling is GET /v1/ceilings/{name}: the status and every holder.
+func (c *Client) Ceiling(ctx context.Context, name string) (api.CeilingDetail, error) {
+	var s api.CeilingDetail
 	err := c.do(ctx, http.MethodGet, "/v1/ceilings/"+seg(name), nil, &s)
 	return s, err
 }

@@ -240,11 +240,16 @@ func (d *Daemon) listBudgets(w http.ResponseWriter, r *http.Request) {
 // budgetStatuses lists the budgets with their remote permits counted.
 func (d *Daemon) budgetStatuses() []api.BudgetStatus {
 	list := d.comp.budgets.list()
-	counts := d.permits.count()
-	for i := range list {
-		list[i].Permits = counts[list[i].Name]
-	}
+	d.addPermits(list)
 	return list
+}
+
+// addPermits counts and links each budget's remote permits.
+func (d *Daemon) addPermits(list []api.BudgetStatus) {
+	permits := d.permits.list()
+	for i := range list {
+		withBudgetHolding(&list[i], permits)
+	}
 }
 
 func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
@@ -254,8 +259,8 @@ func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
 		return
 	}
-	st.Permits = d.permits.count()[name]
-	_ = writeJSON(w, http.StatusOK, st)
+	holders := withBudgetHolding(&st, d.permits.list())
+	_ = writeJSON(w, http.StatusOK, api.BudgetDetail{BudgetStatus: st, Holders: holders})
 }
 
 func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {

@@ -257,21 +257,26 @@ func (s *ceilingSet) snapshot() []*ceiling {
 	return out
 }
 
-func (s *ceilingSet) get(name string) (api.CeilingStatus, bool) {
+// get reports one ceiling with its claims.
+func (s *ceilingSet) get(name string) (api.CeilingDetail, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ce, ok := s.m[name]
 	if !ok {
-		return api.CeilingStatus{}, false
+		return api.CeilingDetail{}, false
 	}
-	return ceilingStatus(ce), true
+	st := ceilingStatus(ce)
+	holders := withCeilingHolding(&st, ce.ledger)
+	return api.CeilingDetail{CeilingStatus: st, Holders: holders}, true
 }
 
 func (s *ceilingSet) list() []api.CeilingStatus {
 	s.mu.Lock()
 	out := make([]api.CeilingStatus, 0, len(s.m))
 	for _, ce := range s.m {
-		out = append(out, ceilingStatus(ce))
+		st := ceilingStatus(ce)
+		withCeilingHolding(&st, ce.ledger)
+		out = append(out, st)
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b api.CeilingStatus) int { return strings.Compare(a.Name, b.Name) })
@@ -486,5 +491,5 @@ func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, notFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name))
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, st)
+	_ = writeJSON(w, http.StatusOK, st.CeilingStatus)
 }

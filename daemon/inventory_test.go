@@ -265,3 +265,89 @@ func TestPageIsPublicButTheAPIIsNot(t *testing.T) {
 		t.Errorf("GET /v1/leases with the token = %d", code)
 	}
 }
+
+// Pool, budget and ceiling status carry their holders (a count and a link
+// in lists, the holders themselves for one) and waiters by priority.
+func TestStatusCarriesHoldersAndWaiters(t *testing.T) {
+	td := startDaemon(t, inventoryHCL)
+	ctx := ctxT(t)
+	lease, err := td.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "big", Slots: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := func(task string, prio, slots int) {
+		go func() {
+			p := prio
+			_, _ = td.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: task, Priority: &p, Slots: slots, WaitSeconds: 20})
+		}()
+	}
+	wait("hi-1", 10, 1)
+	wait("hi-2", 10, 2)
+	wait("lo-1", -5, 1)
+	deadline := time.Now().Add(10 * time.Second)
+	var pool api.PoolDetail
+	for {
+		if pool, err = td.c.Pool(ctx, "db"); err != nil {
+			t.Fatal(err)
+		}
+		if pool.Queued == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if pool.Leases != 1 || len(pool.Holders) != 1 || pool.Holders[0].TaskID != "big" || pool.HoldersURL != "/v1/leases?pool=db" {
+		t.Errorf("pool db = %+v, want one holder (big) and its link", pool)
+	}
+	want := []api.QueuedPriority{{Priority: 10, Requests: 2, Slots: 3}, {Priority: -5, Requests: 1, Slots: 1}}
+	if len(pool.QueuedByPriority) != 2 {
+		t.Fatalf("queued_by_priority = %+v, want %+v", pool.QueuedByPriority, want)
+	}
+	for i, q := range pool.QueuedByPriority {
+		q.OldestWaitSeconds = 0
+		if q != want[i] {
+			t.Errorf("queued_by_priority[%d] = %+v, want %+v", i, q, want[i])
+		}
+	}
+
+	if _, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.PushUsage(ctx, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.RequestClaim(ctx, "v", api.ClaimRequest{WorkerID: "w-1", Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := td.c.Budget(ctx, "b")
+	if err != nil || b.Permits != 1 || len(b.Holders) != 1 || b.Holders[0].ScanRingBytes != 1<<20 || b.HoldersURL != "/v1/leases?budget=b" || b.QueuedByPriority == nil {
+		t.Errorf("budget b = %+v, %v; want its permit", b, err)
+	}
+	v, err := td.c.Ceiling(ctx, "v")
+	if err != nil || v.Claims != 1 || len(v.Holders) != 1 || v.Holders[0].WorkerID != "w-1" || v.HoldersURL != "/v1/leases?ceiling=v" {
+		t.Errorf("ceiling v = %+v, %v; want w-1's claim", v, err)
+	}
+
+	st, err := td.c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Components.Pools {
+		if p.Name == "db" && (p.Leases != 1 || len(p.QueuedByPriority) != 2) {
+			t.Errorf("status pool db = %+v", p)
+		}
+		if p.Name == "default_pool" && (p.QueuedByPriority == nil || p.Leases != 0) {
+			t.Errorf("status default_pool = %+v, want an empty queue list", p)
+		}
+	}
+	if len(st.Components.Budgets) != 1 || st.Components.Budgets[0].Permits != 1 || len(st.Components.Ceilings) != 1 || st.Components.Ceilings[0].Claims != 1 {
+		t.Errorf("status budgets %+v ceilings %+v", st.Components.Budgets, st.Components.Ceilings)
+	}
+	// Lists carry counts and links, never an empty queue as null.
+	_, body := td.raw(t, "GET", "/v1/pools", "")
+	if strings.Contains(body, `"queued_by_priority":null`) || !strings.Contains(body, `"holders_url":"/v1/leases?pool=default_pool"`) {
+		t.Errorf("GET /v1/pools = %s", body)
+	}
+	if err := td.c.Release(ctx, lease.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+}

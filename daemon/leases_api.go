@@ -148,3 +148,65 @@ func (t *permitTable) list() []api.Lease {
 	})
 	return out
 }
+
+// holdersURL is the GET /v1/leases query listing a component's holders.
+func holdersURL(param, name string) string {
+	return "/v1/leases?" + url.Values{param: {name}}.Encode()
+}
+
+// withPoolHolding adds the holder count, link and waiters by priority to
+// st, and returns the holders.
+func withPoolHolding(mgr *pools.Manager, st *api.PoolStatus) []api.Grant {
+	st.HoldersURL = holdersURL("pool", st.Name)
+	st.QueuedByPriority = []api.QueuedPriority{}
+	holders, queue, err := mgr.Holders(st.Name)
+	if err != nil {
+		return []api.Grant{} // deleted meanwhile: nobody holds it
+	}
+	st.Leases = len(holders)
+	for _, q := range queue {
+		st.QueuedByPriority = append(st.QueuedByPriority, api.QueuedPriority{Priority: q.Priority, Requests: q.Requests, Slots: q.Slots, OldestWaitSeconds: q.Oldest.Seconds()})
+	}
+	out := make([]api.Grant, 0, len(holders))
+	for _, h := range holders {
+		out = append(out, poolGrant(st.Name, h))
+	}
+	return out
+}
+
+// withBudgetHolding adds the permit count, link and waiters to st from
+// permits (the permits held, every budget's), and returns st's.
+func withBudgetHolding(st *api.BudgetStatus, permits []api.Lease) []api.Grant {
+	st.HoldersURL = holdersURL("budget", st.Name)
+	st.QueuedByPriority = fifoQueue(st.Queued)
+	out := []api.Grant{}
+	for _, l := range permits {
+		if l.Budget == st.Name {
+			out = append(out, permitGrant(l))
+		}
+	}
+	st.Permits = len(out)
+	return out
+}
+
+// withCeilingHolding adds the claim count, link and waiters to st from its
+// ledger, and returns the claims.
+func withCeilingHolding(st *api.CeilingStatus, l *ledger.Ledger) []api.Grant {
+	st.HoldersURL = holdersURL("ceiling", st.Name)
+	st.QueuedByPriority = fifoQueue(st.Queued)
+	claims := l.Claims()
+	st.Claims = len(claims)
+	out := make([]api.Grant, 0, len(claims))
+	for _, c := range claims {
+		out = append(out, claimGrant(st.Name, c))
+	}
+	return out
+}
+
+// fifoQueue is the queued_by_priority of a FIFO component: everyone at 0.
+func fifoQueue(queued int) []api.QueuedPriority {
+	if queued == 0 {
+		return []api.QueuedPriority{}
+	}
+	return []api.QueuedPriority{{Priority: 0, Requests: queued}}
+}

@@ -221,18 +221,23 @@ func (s *poolSet) list() []api.PoolStatus {
 	out := make([]api.PoolStatus, 0, len(list))
 	for _, st := range list {
 		_, retained := gone[st.Name]
-		out = append(out, poolStatus(st, retained))
+		ps := poolStatus(st, retained)
+		withPoolHolding(s.mgr, &ps)
+		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b api.PoolStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-func (s *poolSet) get(name string) (api.PoolStatus, error) {
+// get reports one pool with its holders.
+func (s *poolSet) get(name string) (api.PoolDetail, error) {
 	st, err := s.mgr.PoolStatus(name)
 	if err != nil {
-		return api.PoolStatus{}, err
+		return api.PoolDetail{}, err
 	}
-	return poolStatus(st, s.retained(name)), nil
+	ps := poolStatus(st, s.retained(name))
+	holders := withPoolHolding(s.mgr, &ps)
+	return api.PoolDetail{PoolStatus: ps, Holders: holders}, nil
 }
 
 // acquire grants slots of a declared pool; a removed pool (kept for its

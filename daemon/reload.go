@@ -237,9 +237,6 @@ func (d *Daemon) Status() api.Status {
 	if st.cfg != nil {
 		out.Stack = st.cfg.Stack
 	}
-	counts := d.permits.count()
-	for i := range out.Components.Budgets {
-		out.Components.Budgets[i].Permits = counts[out.Components.Budgets[i].Name]
-	}
+	d.addPermits(out.Components.Budgets)
 	return out
 }

@@ -156,7 +156,7 @@ func (ld *liveDaemon) waitStatus(what string, cond func(api.Status) bool) api.St
 	return st
 }
 
-func (ld *liveDaemon) pool(name string) api.PoolStatus {
+func (ld *liveDaemon) pool(name string) api.PoolDetail {
 	ld.t.Helper()
 	ps, err := ld.c.Pool(context.Background(), name)
 	if err != nil {

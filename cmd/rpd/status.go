@@ -20,8 +20,8 @@ Prints the status of a running rpd daemon: its configuration version, the
 last reload's result (with the error of a rejected configuration), and
 tables of its pools, budgets, VM ceilings and runner classes. With -v it
 also lists who holds each pool's slots, each budget's permits and each
-ceiling's claims (GET /v1/leases). The same is live at the daemon's
-address in a browser.
+ceiling's claims (GET /v1/leases), and the requests waiting for each, by
+priority. The same is live at the daemon's address in a browser.
 
 The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
 bearer token is RPD_TOKEN. Exit status 1 when the daemon cannot be reached,
@@ -32,7 +32,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("status", "[options]", statusHelp)
 	addr := fs.String("addr", "", "daemon address HOST:PORT (default $RPD_ADDR, else 127.0.0.1:7070)")
 	asJSON := fs.Bool("json", false, "print GET /v1/status as JSON (with -v, {\"status\": ..., \"leases\": [...]})")
-	verbose := fs.Bool("v", false, "also list the holders of every pool, budget and ceiling")
+	verbose := fs.Bool("v", false, "also list the holders and waiters of every pool, budget and ceiling")
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -77,6 +77,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		writeStatus(e.stdout, st)
 		if *verbose {
 			writeHolders(e.stdout, grants, time.Now())
+			writeWaiters(e.stdout, st.Components)
 		}
 	}
 	if !st.LastReload.OK {
@@ -181,6 +182,48 @@ func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", what, or(by, "-"), amount, g.Priority,
 			relTime(g.GrantedAt, now), relTime(g.HeartbeatAt, now), relTime(g.ExpiresAt, now), g.ID)
+	}
+}
+
+// writeWaiters renders the requests waiting in each pool, budget and
+// ceiling, by priority (highest, served first, first).
+func writeWaiters(w io.Writer, c api.Components) {
+	type row struct {
+		what string
+		q    api.QueuedPriority
+	}
+	var rows []row
+	for _, p := range c.Pools {
+		for _, q := range p.QueuedByPriority {
+			rows = append(rows, row{"pool." + p.Name, q})
+		}
+	}
+	for _, b := range c.Budgets {
+		for _, q := range b.QueuedByPriority {
+			rows = append(rows, row{"budget." + b.Name, q})
+		}
+	}
+	for _, v := range c.Ceilings {
+		for _, q := range v.QueuedByPriority {
+			rows = append(rows, row{"vm_ceiling." + v.Name, q})
+		}
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "\nNothing is waiting.\n")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	fmt.Fprintf(tw, "\nWAITING FOR\tPRIORITY\tREQUESTS\tSLOTS\tOLDEST\t\n")
+	for _, r := range rows {
+		slots, oldest := "-", "-"
+		if r.q.Slots > 0 {
+			slots = fmt.Sprint(r.q.Slots)
+		}
+		if r.q.OldestWaitSeconds > 0 {
+			oldest = (time.Duration(r.q.OldestWaitSeconds * float64(time.Second))).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t\n", r.what, r.q.Priority, r.q.Requests, slots, oldest)
 	}
 }
 

@@ -75,3 +75,25 @@ func TestWriteHolders(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteWaiters(t *testing.T) {
+	var b bytes.Buffer
+	writeWaiters(&b, api.Components{})
+	if !strings.Contains(b.String(), "Nothing is waiting") {
+		t.Errorf("no waiters: %q", b.String())
+	}
+	b.Reset()
+	writeWaiters(&b, api.Components{
+		Pools:    []api.PoolStatus{{Name: "db", QueuedByPriority: []api.QueuedPriority{{Priority: 100, Requests: 2, Slots: 3, OldestWaitSeconds: 12.4}, {Priority: 0, Requests: 1, Slots: 1}}}},
+		Ceilings: []api.CeilingStatus{{Name: "vms", QueuedByPriority: []api.QueuedPriority{{Requests: 4}}}},
+	})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "WAITING FOR") {
+		t.Fatalf("waiters:\n%s", b.String())
+	}
+	for i, want := range [][]string{{"pool.db", "100", "2", "3", "12s"}, {"pool.db", "0", "1", "1", "-"}, {"vm_ceiling.vms", "0", "4", "-", "-"}} {
+		if got := strings.Fields(lines[i+1]); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("row %d = %q, want %q", i, got, want)
+		}
+	}
+}
