@@ -15,8 +15,8 @@ import (
 // grants and heartbeats, and deletes, which are releases) are written by
 // group commit (package groupcommit): the writes of concurrent callers
 // share one BEGIN IMMEDIATE transaction, so a burst of N grants costs one
-// commit (one WAL append, one round of shared-memory locks, one fsync under
-// synchronous=FULL) instead of N. Within a batch the writes run in arrival
+// commit (one WAL append, one round of shared-memory locks, one fsync: they
+// commit with synchronous=FULL) instead of N. Within a batch the writes run in arrival
 // order, and each caller returns once the transaction holding its write
 // committed, with its own outcome:
 //   - a fenced write (Fence) whose epoch is stale changes nothing and fails
@@ -88,7 +88,26 @@ func (b *Backend) attemptRecords(ops []*recordOp) error {
 		}
 		return err
 	}
-	tx, err := b.wdb.BeginTx(ctx, nil)
+	// Grants are acknowledged as durable, so their commits sync the WAL
+	// (synchronous=FULL): a power loss cannot drop a grant a client was
+	// told about. Every other write keeps NORMAL (docs/backends.md says
+	// why and what it costs). The level belongs to the connection and
+	// cannot change inside a transaction: it is raised around this one, on
+	// the write connection pinned meanwhile.
+	conn, err := b.wdb.Conn(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("take the write connection: %w", err))
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = FULL"); err != nil {
+		return fail(fmt.Errorf("set synchronous=FULL: %w", err))
+	}
+	defer func() {
+		if _, err := conn.ExecContext(context.Background(), "PRAGMA synchronous = NORMAL"); err != nil {
+			b.log.Warn("local backend: could not set synchronous=NORMAL back after a grant commit; writes stay fully synced", "path", b.path, "err", err)
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fail(fmt.Errorf("begin: %w", err))
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -343,5 +344,35 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 		if i%2 == 0 || string(grants["g/"+id]) != id {
 			t.Errorf("record %s: should be deleted, or its grant is %q", id, grants["g/"+id])
 		}
+	}
+}
+
+// Grant records commit with synchronous=FULL, every other write with
+// NORMAL. Triggers read the connection's level (pragma_synchronous) at the
+// moment of each write and refuse the wrong one.
+func TestGrantCommitsAreFullySynced(t *testing.T) {
+	b := openCommitTest(t, nil)
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TRIGGER lease_full BEFORE INSERT ON pool_leases WHEN (SELECT synchronous FROM pragma_synchronous) != 2
+		 BEGIN SELECT RAISE(ABORT, 'pool lease written without synchronous=FULL'); END`,
+		`CREATE TRIGGER grant_full BEFORE INSERT ON grants WHEN (SELECT synchronous FROM pragma_synchronous) != 2
+		 BEGIN SELECT RAISE(ABORT, 'grant written without synchronous=FULL'); END`,
+		`CREATE TRIGGER instance_normal BEFORE INSERT ON instances WHEN (SELECT synchronous FROM pragma_synchronous) != 1
+		 BEGIN SELECT RAISE(ABORT, 'instance written without synchronous=NORMAL'); END`,
+	} {
+		if _, err := b.wdb.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.PoolStore().PutLease(ctx, rec("durable")); err != nil {
+		t.Fatalf("pool lease: %v", err)
+	}
+	if err := b.GrantStore().PutGrant(ctx, "permit/durable", []byte(`{}`)); err != nil {
+		t.Fatalf("grant: %v", err)
+	}
+	in := pickup.Instance{ID: "i-1", Class: "c", State: pickup.StateIdle, Threshold: time.Now().Add(time.Hour)}
+	if err := b.Instances().Put(ctx, in); err != nil {
+		t.Fatalf("instance after grant commits: %v", err)
 	}
 }
