@@ -100,12 +100,214 @@ func uncleanPath(p string) bool {
 	return clean != p
 }
 
-// checkJSON walks the tokens of a request body and refuses what
-// encoding/json would accept silently: a key that appears twice in one
-// object (the decoder keeps the last), and a string longer than
-// api.MaxIDBytes (an identifier that long is a flood, not a name). Syntax
-// errors are left to the decoder, which reports them with their offset.
+// checkJSON refuses what encoding/json would accept silently in a request
+// body: a key that appears twice in one object (the decoder keeps the
+// last), and a string longer than api.MaxIDBytes (an identifier that long
+// is a flood, not a name). Syntax errors are left to the decoder, which
+// reports them with their offset.
+//
+// Most bodies are one small valid object without escapes: scanJSON passes
+// those in one allocation-free pass. Anything else (an escape, non-ASCII
+// text, a syntax error, a refusal to word) goes to checkJSONTokens, whose
+// verdict is the definition; FuzzCheckJSONFastPath holds the two equal.
 func checkJSON(body []byte) error {
+	if scanJSON(body) {
+		return nil
+	}
+	return checkJSONTokens(body)
+}
+
+// scanJSON reports whether body is one valid JSON value, with only
+// whitespace around it, whose strings are printable ASCII without escapes
+// and at most api.MaxIDBytes long, and whose objects have distinct keys.
+// false means "not shown", not "refused".
+func scanJSON(body []byte) bool {
+	s := jsonScan{b: body}
+	s.ws()
+	if !s.value(0) {
+		return false
+	}
+	s.ws()
+	return s.i == len(s.b)
+}
+
+type jsonScan struct {
+	b []byte
+	i int
+}
+
+// maxScanDepth bounds the fast path's recursion; deeper bodies take the
+// token walk.
+const maxScanDepth = 32
+
+func (s *jsonScan) ws() {
+	for s.i < len(s.b) && (s.b[s.i] == ' ' || s.b[s.i] == '\t' || s.b[s.i] == '\n' || s.b[s.i] == '\r') {
+		s.i++
+	}
+}
+
+func (s *jsonScan) value(depth int) bool {
+	if s.i >= len(s.b) || depth > maxScanDepth {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(depth)
+	case c == '[':
+		s.i++
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ']' {
+			s.i++
+			return true
+		}
+		for {
+			s.ws()
+			if !s.value(depth + 1) {
+				return false
+			}
+			s.ws()
+			if s.i >= len(s.b) {
+				return false
+			}
+			s.i++
+			switch s.b[s.i-1] {
+			case ',':
+			case ']':
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '"':
+		_, ok := s.str()
+		return ok
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	}
+	return false
+}
+
+// object scans an object, keeping its keys as offsets into b (no copies).
+func (s *jsonScan) object(depth int) bool {
+	s.i++ // '{'
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return true
+	}
+	var keysArr [8][]byte
+	keys := keysArr[:0]
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		k, ok := s.str()
+		if !ok {
+			return false
+		}
+		for _, seen := range keys {
+			if bytes.Equal(seen, k) {
+				return false
+			}
+		}
+		keys = append(keys, k)
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.ws()
+		if !s.value(depth + 1) {
+			return false
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return false
+		}
+		s.i++
+		switch s.b[s.i-1] {
+		case ',':
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str scans a string of printable ASCII without escapes, at most
+// api.MaxIDBytes long, returning its contents.
+func (s *jsonScan) str() ([]byte, bool) {
+	start := s.i + 1
+	for j := start; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			if j-start > api.MaxIDBytes {
+				return nil, false
+			}
+			s.i = j + 1
+			return s.b[start:j], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+func (s *jsonScan) lit(word string) bool {
+	if !bytes.HasPrefix(s.b[s.i:], []byte(word)) {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// number scans -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *jsonScan) number() bool {
+	b := s.b
+	digits := func() int {
+		n := 0
+		for s.i < len(b) && b[s.i] >= '0' && b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	if b[s.i] == '-' {
+		s.i++
+	}
+	if s.i < len(b) && b[s.i] == '0' {
+		s.i++
+	} else if digits() == 0 {
+		return false
+	}
+	if s.i < len(b) && b[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if s.i < len(b) && (b[s.i] == 'e' || b[s.i] == 'E') {
+		s.i++
+		if s.i < len(b) && (b[s.i] == '+' || b[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// checkJSONTokens is checkJSON's definition: it walks the tokens of body.
+func checkJSONTokens(body []byte) error {
 	type frame struct {
 		keys      map[string]bool // nil for an array
 		expectKey bool

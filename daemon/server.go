@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
@@ -130,18 +131,26 @@ func validBearer(header, want string) bool {
 // writeJSON writes v with status. It returns the write error, so a handler
 // that granted something can give it back when the client is gone.
 func writeJSON(w http.ResponseWriter, status int, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 { // a large answer's buffer is not kept
+			answerBufs.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil { // as json.Marshal, plus '\n'
 		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the response"}}`, http.StatusInternalServerError)
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	b = append(b, '\n')
-	_, err = w.Write(b)
+	_, err := w.Write(buf.Bytes())
 	return err
 }
+
+// answerBufs holds the buffers writeJSON encodes into (*bytes.Buffer).
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
 	_ = writeJSON(w, status, api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
