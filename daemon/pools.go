@@ -273,8 +273,15 @@ func (s *poolSet) status(out *api.Components) {
 	maps.Copy(out.Priorities, s.prios)
 }
 
+// poolStatus is a pool as the API reports it. A retained pool (removed
+// from the configuration, kept for its holders) grants nothing more, so
+// nothing is available in it, whatever its free slots.
 func poolStatus(s pools.PoolStatus, retained bool) api.PoolStatus {
-	return api.PoolStatus{Name: s.Name, Description: s.Description, Total: s.Total, Used: s.Used, Available: s.Available, Queued: s.Queued, Retained: retained}
+	available := s.Available
+	if retained {
+		available = 0
+	}
+	return api.PoolStatus{Name: s.Name, Description: s.Description, Total: s.Total, Used: s.Used, Available: available, Queued: s.Queued, Retained: retained}
 }
 
 func (s *poolSet) collect(ch chan<- prometheus.Metric) {
@@ -286,7 +293,7 @@ func (s *poolSet) collect(ch chan<- prometheus.Metric) {
 		_, retained := gone[n]
 		gauge(ch, descPoolSlots, float64(st.Total), n)
 		gauge(ch, descPoolUsed, float64(st.Used), n)
-		gauge(ch, descPoolAvailable, float64(st.Available), n)
+		gauge(ch, descPoolAvailable, float64(poolStatus(st, retained).Available), n) // 0 once retained
 		gauge(ch, descPoolQueued, float64(st.Queued), n)
 		gauge(ch, descPoolRetained, b2f(retained), n)
 		ev := st.Stats

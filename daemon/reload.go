@@ -34,6 +34,10 @@ type reloadState struct {
 	// cfg holds the active daemon settings (stack, listen, token, backend).
 	cfg  *spec.Config
 	last api.ReloadResult
+	// rejected counts the reloads rejected since the last good one, so
+	// that the recovery is logged (the last log line is then not a stale
+	// error).
+	rejected int
 }
 
 // reloader serialises reloads and publishes their state.
@@ -140,6 +144,9 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	if changed {
 		d.log.Info("configuration applied", "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
 	}
+	if prev.rejected > 0 { // also when the fix restored what was active
+		d.log.Info(fmt.Sprintf("configuration applied again after %s", plural(prev.rejected, "rejected reload")), "version", next.version)
+	}
 	return next.last
 }
 
@@ -147,6 +154,7 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 func (d *Daemon) rejectLocked(prev *reloadState, hash string, start time.Time, err error) api.ReloadResult {
 	next := *prev
 	next.attempted = hash
+	next.rejected++
 	now := time.Now()
 	next.last = api.ReloadResult{OK: false, At: now.UTC(), Error: err.Error(), ConfigVersion: prev.version, DurationMS: ms(now.Sub(start))}
 	d.reloader.cur.Store(&next)
@@ -154,6 +162,14 @@ func (d *Daemon) rejectLocked(prev *reloadState, hash string, start time.Time, e
 	d.metrics.lastOK.Set(0)
 	d.log.Error("configuration rejected; the last good configuration stays active", "version", prev.version, "err", err)
 	return next.last
+}
+
+// plural is "1 rejected reload", "2 rejected reloads".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
