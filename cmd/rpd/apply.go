@@ -51,9 +51,9 @@ declares does not matter.
 Destroy plans as rpd plan -destroy does, shows the plan, asks for "yes" on
 a terminal (-auto-approve skips the question), then applies it with apply's
 lock, progress and Ctrl-C handling. The guards apply: a queue that holds
-idle runners or a pool whose slots are held is refused unless
--allow-destroy-nonempty is given (or allow_destroy = true was applied on
-its block).
+idle runners or a pool whose slots are held is refused unless given
+-allow-destroy-nonempty (or unless allow_destroy = true was applied on its
+block).
 
 Exit status: 0 when everything was destroyed, 1 otherwise.
 `

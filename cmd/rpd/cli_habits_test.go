@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,8 @@ func TestJSONErrorsAreJSON(t *testing.T) {
 		{[]string{"version", "-json", "extra"}, `unexpected argument "extra"`},
 		{[]string{"destroy", "-json", "-auto-approve", filepath.Dir(bad)}, ""},
 		{[]string{"apply", "-json", "-nope", good}, "flag provided but not defined: -nope"},
+		{[]string{"state", "show", "-json", "-config", good, "nope"}, "rpd state show:"},
+		{[]string{"state", "list", "-json", "-config", filepath.Dir(bad)}, "the configuration is not valid"},
 	} {
 		code, out, errs := runT(t, tc.args...)
 		if code != 1 || errs != "" {
@@ -108,6 +111,59 @@ func TestChdir(t *testing.T) {
 	for _, args := range [][]string{{"-chdir=" + filepath.Join(dir, "nope"), "validate"}, {"-chdir"}} {
 		if code, _, errs := runT(t, args...); code != 1 || !strings.Contains(errs, "-chdir") {
 			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+	}
+}
+
+// TestDocsListEveryFlag parses every command's -h and fails when one of
+// its flags is documented neither in the README's command table (the row
+// of that command) nor in docs/cli.md (the section of that command).
+func TestDocsListEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	optionLine := regexp.MustCompile(`^  -([a-z][a-z0-9-]*)`)
+	for _, c := range commands {
+		_, help, _ := runT(t, c.name, "-h")
+		_, opts, found := strings.Cut(help, "\nOptions:\n")
+		if !found {
+			continue // a command without flags
+		}
+		var docs strings.Builder
+		for _, row := range strings.Split(string(readme), "\n") {
+			if strings.HasPrefix(row, "| `rpd "+c.name+" ") || strings.HasPrefix(row, "| `rpd "+c.name+"`") {
+				docs.WriteString(row + "\n")
+			}
+		}
+		for _, section := range strings.Split(string(cli), "\n### ")[1:] {
+			header, _, _ := strings.Cut(section, "\n")
+			if strings.Contains(header, "`rpd "+c.name+" ") || strings.Contains(header, "`rpd "+c.name+"`") {
+				docs.WriteString(section)
+			}
+		}
+		if docs.Len() == 0 {
+			t.Errorf("rpd %s is documented neither in the README's command table nor in docs/cli.md", c.name)
+			continue
+		}
+		n := 0
+		for _, line := range strings.Split(opts, "\n") {
+			m := optionLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			n++
+			documented := regexp.MustCompile(`(^|[^\w-])-` + regexp.QuoteMeta(m[1]) + `([^\w-]|$)`)
+			if !documented.MatchString(docs.String()) {
+				t.Errorf("rpd %s -%s is in the binary's help but not in README.md's row or docs/cli.md's section of rpd %s", c.name, m[1], c.name)
+			}
+		}
+		if n == 0 {
+			t.Errorf("rpd %s -h: no flag parsed from its Options:\n%s", c.name, opts)
 		}
 	}
 }

@@ -82,21 +82,35 @@ func (f *stateFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON (see docs/plan.md, \"rpd state\")")
 }
 
+// fail reports a failure of the subcommand cmd ("state list"): with
+// -json, as the error document on stdout; else on stderr. It returns 1.
+func (f *stateFlags) fail(e *env, cmd string, err error) int {
+	if f.asJSON {
+		writeJSONError(e.stdout, "rpd "+cmd+": "+err.Error(), nil)
+	} else {
+		fmt.Fprintf(e.stderr, "rpd %s: %v\n", cmd, err)
+	}
+	return 1
+}
+
 // read loads the configuration and reads the applied state.
 func (f *stateFlags) read(ctx context.Context, e *env) (*reconcile.RuntimeDoc, int64, bool) {
+	if f.asJSON {
+		f.cf.diagnostics = (&jsonView{stdout: e.stdout}).Diagnostics
+	}
 	cfg := f.loadConfig(e)
 	if cfg == nil {
 		return nil, 0, false
 	}
 	b, err := open.Open(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend), open.Options{ReadOnly: true})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd state: %v\n", err)
+		f.fail(e, "state", err)
 		return nil, 0, false
 	}
 	defer b.Close()
 	doc, version, err := reconcile.ReadApplied(ctx, b.State, cfg.Stack)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd state: %s: %v\n", b.Where, err)
+		f.fail(e, "state", fmt.Errorf("%s: %w", b.Where, err))
 		return nil, 0, false
 	}
 	return doc, version, true
@@ -108,7 +122,7 @@ func (f *stateFlags) loadConfig(e *env) *spec.Config {
 	if f.config == "." && !hasHCL(".") {
 		cfg, diags := spec.NewLoader().LoadSources(map[string][]byte{"(defaults)": nil}, f.cf.specVars(e))
 		if diags.HasErrors() {
-			fmt.Fprintf(e.stderr, "rpd state: %v\n", diags)
+			f.fail(e, "state", diags)
 			return nil
 		}
 		return cfg
@@ -144,8 +158,7 @@ func runStateList(ctx context.Context, e *env, args []string) int {
 	}
 	for _, a := range fs.Args() {
 		if strings.HasPrefix(a, "-") {
-			fmt.Fprintf(e.stderr, "rpd state list: options go before the addresses: rpd state list %s ...\n", a)
-			return 1
+			return f.fail(e, "state list", fmt.Errorf("options go before the addresses: rpd state list %s ...", a))
 		}
 	}
 	doc, version, ok := f.read(ctx, e)
@@ -193,13 +206,11 @@ func runStateShow(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintf(e.stderr, "rpd state show: give exactly one resource address, such as pool.default_pool (rpd state list shows them); got %d arguments\n", fs.NArg())
-		return 1
+		return f.fail(e, "state show", fmt.Errorf("give exactly one resource address, such as pool.default_pool (rpd state list shows them); got %d arguments", fs.NArg()))
 	}
 	addr, err := reconcile.ParseAddress(fs.Arg(0))
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd state show: %v\n", err)
-		return 1
+		return f.fail(e, "state show", err)
 	}
 	doc, _, ok := f.read(ctx, e)
 	if !ok {
@@ -223,8 +234,7 @@ func runStateShow(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintln(e.stdout, "}")
 		return 0
 	}
-	fmt.Fprintf(e.stderr, "rpd state show: no resource %s in the state of stack %q; rpd state list shows what was applied\n", addr, doc.Stack)
-	return 1
+	return f.fail(e, "state show", fmt.Errorf("no resource %s in the state of stack %q; rpd state list shows what was applied", addr, doc.Stack))
 }
 
 func writeJSONTo(e *env, cmd string, v any) int {
