@@ -52,6 +52,10 @@ type classSet struct {
 	// open builds a pickup manager on the named queue; nil (no backend)
 	// builds none.
 	open func(pc pickup.Config, queue string) (*pickup.Manager, error)
+	now  func() time.Time
+	// history samples the classes' pickup counters for their recent
+	// figures (GET /v1/classes): at each new manager, then at every sweep.
+	history pickupHistory
 
 	mu sync.Mutex
 	m  map[string]*class
@@ -59,8 +63,8 @@ type classSet struct {
 
 var _ componentSet = (*classSet)(nil)
 
-func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, string) (*pickup.Manager, error)) *classSet {
-	return &classSet{log: log, shortPoll: shortPoll, open: open, m: map[string]*class{}}
+func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, string) (*pickup.Manager, error), now func() time.Time) *classSet {
+	return &classSet{log: log, shortPoll: shortPoll, open: open, now: now, m: map[string]*class{}}
 }
 
 // prepare validates every class's pickup configuration and builds the
@@ -117,6 +121,7 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, fresh map[str
 		switch {
 		case m != nil:
 			s.m[name] = &class{name: name, mgr: m, entry: e}
+			s.history.start(s.now(), name, outcomes(m.Counters()))
 			if had {
 				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
 			} else {
@@ -154,11 +159,21 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, fresh map[str
 func (s *classSet) sweep(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
 	for name, cl := range s.m {
 		if cl.retained {
 			delete(s.m, name)
+			s.history.forget(name)
+			continue
 		}
+		s.history.observe(now, name, outcomes(cl.mgr.Counters()))
 	}
+}
+
+// recent reports class's pickup events over the last minutes; counts are
+// its counters now.
+func (s *classSet) recent(class string, counts map[string]int64) api.RecentPickups {
+	return s.history.recent(s.now(), class, counts)
 }
 
 func (s *classSet) close() {}

@@ -54,7 +54,7 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 	out := api.ClassDetail{
 		Name: cl.name, Queue: cl.entry.Queue, Mode: string(cl.mgr.Config().Mode),
 		Outcomes: counts,
-		Recent:   d.history.recent(d.opts.Clock.Now(), cl.name, counts),
+		Recent:   d.comp.classes.recent(cl.name, counts),
 		Errors:   []string{},
 	}
 	if info, err := d.backend.Queues.DescribeQueue(ctx, cl.entry.Queue); err != nil {
@@ -117,20 +117,6 @@ func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
 }
 
-// sampleClasses records every class's pickup counters for the recent
-// figures (the sweep loop calls it every second; the history keeps one
-// sample per historyStep).
-func (d *Daemon) sampleClasses() {
-	now := d.opts.Clock.Now()
-	list := d.comp.classes.declared()
-	names := make(map[string]bool, len(list))
-	for _, cl := range list {
-		names[cl.name] = true
-		d.history.observe(now, cl.name, outcomes(cl.mgr.Counters()))
-	}
-	d.history.forgetOthers(names)
-}
-
 // Recent pickup events are the difference between the counters now and
 // the oldest sample inside historyWindow.
 const (
@@ -189,14 +175,20 @@ func (h *pickupHistory) recent(now time.Time, class string, counts map[string]in
 	return out
 }
 
-func (h *pickupHistory) forgetOthers(keep map[string]bool) {
+// start records a new manager's counters: its figures begin here.
+func (h *pickupHistory) start(now time.Time, class string, counts map[string]int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for name := range h.byClass {
-		if !keep[name] {
-			delete(h.byClass, name)
-		}
+	if h.byClass == nil {
+		h.byClass = map[string][]outcomeSample{}
 	}
+	h.byClass[class] = []outcomeSample{{at: now, counts: counts}}
+}
+
+func (h *pickupHistory) forget(class string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.byClass, class)
 }
 
 func decreased(before, after map[string]int64) bool {

@@ -105,9 +105,6 @@ type Daemon struct {
 	// mode, where rpd apply does it.
 	apply    func(ctx context.Context, cfg *spec.Config) error
 	reloader reloader
-	// history samples the runner classes' pickup counters for their
-	// recent figures (GET /v1/classes).
-	history pickupHistory
 	// stack and base are the start-up configuration's stack and the
 	// settings serve mode takes from it (backend, listen, token).
 	stack string
@@ -184,7 +181,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		d.close()
 		return nil, err
 	}
-	d.comp = newComponents(d.log, pm, d.backend)
+	d.comp = newComponents(d.log, pm, d.backend, opts.Clock.Now)
 	if opts.Mode == ModeWatch {
 		d.apply = d.reconcileApply
 	}
@@ -220,7 +217,6 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
 	}
 
-	d.sampleClasses() // the recent pickup figures start from here
 	d.ln, err = net.Listen("tcp", listen)
 	if err != nil {
 		d.close()
@@ -230,7 +226,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 }
 
 // newComponents builds the daemon's sets, empty, on the open backend.
-func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend) *components {
+func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend, now func() time.Time) *components {
 	openClass := func(pc pickup.Config, queue string) (*pickup.Manager, error) {
 		return pickup.NewManager(pc, be.Queue(queue), be.Instances, pickup.Options{
 			Logger: log.With("runner_class", pc.Class),
@@ -241,7 +237,7 @@ func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend) *compo
 		pools:    newPoolSet(log, pm, be.Pools.LoadLeases),
 		budgets:  newBudgetSet(log),
 		ceilings: newCeilingSet(log),
-		classes:  newClassSet(log, be.Config.Type == "local", openClass),
+		classes:  newClassSet(log, be.Config.Type == "local", openClass, now),
 	}
 }
 
@@ -396,7 +392,6 @@ func (d *Daemon) sweepLoop(ctx context.Context) {
 		case <-t.C:
 			d.comp.sweep(ctx)
 			d.grants.sweepClaims(d.comp.ceilings.claimLive)
-			d.sampleClasses()
 		}
 	}
 }

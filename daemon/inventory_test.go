@@ -231,9 +231,14 @@ func TestPickupHistory(t *testing.T) {
 	if got.WindowSeconds != 0 || got.Events["claimed"] != 0 {
 		t.Errorf("after a reset = %+v, want an empty window", got)
 	}
-	h.forgetOthers(map[string]bool{})
+	// A new manager starts the class's history over.
+	h.start(now.Add(2*time.Second), "c", map[string]int64{"claimed": 0})
+	if got := h.recent(now.Add(12*time.Second), "c", map[string]int64{"claimed": 3}); got.WindowSeconds != 10 || got.Events["claimed"] != 3 {
+		t.Errorf("after start = %+v, want 3 claims over 10s", got)
+	}
+	h.forget("c")
 	if len(h.byClass) != 0 {
-		t.Errorf("forgetOthers kept %v", h.byClass)
+		t.Errorf("forget kept %v", h.byClass)
 	}
 }
 
