@@ -328,7 +328,7 @@ func TestPageAsksForTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, secret := range []string{"bar_pool", "bar-task-7", "scanner", "locked", "medium"} {
+	for _, secret := range []string{"bar_pool", "bar-task-7", "scanner", "locked", "medium", "leases JSON"} {
 		if strings.Contains(body, secret) {
 			t.Fatalf("before the token is entered the page shows %q:\n%s", secret, body)
 		}

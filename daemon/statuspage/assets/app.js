@@ -125,6 +125,7 @@
   function showLogin(on, msg) {
     $('login').hidden = !on;
     $('content').hidden = on;
+    document.querySelector('footer').hidden = on; // its links need the token too
     const err = $('login-error');
     err.hidden = !msg;
     err.textContent = msg || '';
