@@ -2,12 +2,17 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/backendtest"
+	"github.com/rpdhq/rpd/internal/awstest"
 )
 
 // BenchmarkAcquireReleaseHTTP is the load test: concurrent clients over
@@ -16,11 +21,30 @@ import (
 // the p50/p99 latency of a pair. Run with -cpu to vary the client count
 // (RunParallel uses GOMAXPROCS×parallelism goroutines).
 func BenchmarkAcquireReleaseHTTP(b *testing.B) {
-	td := startDaemon(b, `pool "load" { slots = 64 }`)
+	benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`))
+}
+
+// BenchmarkAcquireReleaseHTTPDynamoDB is BenchmarkAcquireReleaseHTTP on
+// the aws backend against the emulators (dynalite for the lease items).
+func BenchmarkAcquireReleaseHTTPDynamoDB(b *testing.B) {
+	ep := awstest.Start(b)
+	for _, kv := range ep.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	dir, state := b.TempDir(), b.TempDir()
+	stack := backendtest.RandomName("b")
+	writeFile(b, filepath.Join(dir, "rpd.hcl"), fmt.Sprintf("rpd {\n  stack = %q\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack))
+	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
+	benchPairs(b, startDaemonIn(b, dir, state))
+}
+
+func benchPairs(b *testing.B, td *testDaemon) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	var lat []time.Duration
 	b.SetParallelism(8)
+	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
