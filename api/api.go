@@ -38,6 +38,10 @@ const (
 	CodeQueueFull        = "queue_full"         // 429: the pool's, budget's or ceiling's max_queued waiters are already waiting
 	CodeInternal         = "internal"           // 500: backend failure; retry later
 	CodeNotReady         = "not_ready"          // 503: no configuration loaded or backend unreachable
+	// CodeNotLeader (503): this replica does not lead the stack and cannot
+	// reach the one that does (Error.Leader names it, when known), or it
+	// just lost the leadership; retry, at another address if you have one.
+	CodeNotLeader = "not_leader"
 )
 
 // Exhaustion kinds of a CodeExhausted error.
@@ -58,7 +62,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Kind    string `json:"kind,omitempty"` // CodeExhausted only
-	Status  int    `json:"-"`
+	// Leader is the leader's advertise URL (CodeNotLeader only, when known).
+	Leader string `json:"leader,omitempty"`
+	Status int    `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -91,7 +97,15 @@ type AcquireRequest struct {
 	// TTLSeconds is the lease's TTL; default the pool's lease_ttl, else
 	// DefaultTTLSeconds.
 	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+	// RequestID makes the request safe to retry: a request repeating the
+	// RequestID of a grant still held returns that grant instead of a
+	// second one (across a leader failover too). At most MaxRequestIDLen
+	// bytes; the Go client sets a random one per call.
+	RequestID string `json:"request_id,omitempty"`
 }
+
+// MaxRequestIDLen bounds a request_id.
+const MaxRequestIDLen = 128
 
 // Lease is a granted remote lease: pool slots or a budget permit. Extend it
 // with POST /v1/leases/{id}/heartbeat before ExpiresAt or lose it.
@@ -110,6 +124,8 @@ type Lease struct {
 	ScanRingBytes   uint64 `json:"scan_ring_bytes,omitempty"`
 	DeltaCacheBytes uint64 `json:"delta_cache_bytes,omitempty"`
 	Spill           bool   `json:"spill,omitempty"`
+	// RequestID is the request_id the grant was made for, if any.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // PoolStatus is one pool in GET /v1/pools and GET /v1/pools/{name}.
@@ -143,6 +159,8 @@ type PermitRequest struct {
 	Spill           bool    `json:"spill,omitempty"`
 	WaitSeconds     float64 `json:"wait_seconds,omitempty"`
 	TTLSeconds      float64 `json:"ttl_seconds,omitempty"`
+	// RequestID: as AcquireRequest.RequestID.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Resource is one budgeted resource's figures.
@@ -183,6 +201,8 @@ type ClaimRequest struct {
 	WorkerID    string  `json:"worker_id"`
 	Count       int     `json:"count,omitempty"` // default 1
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	// RequestID: as AcquireRequest.RequestID.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Claim is a granted VM-ceiling claim. It counts against the ceiling until
@@ -198,6 +218,8 @@ type Claim struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// ConfirmedAt is when the claim was confirmed; absent until then.
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	// RequestID is the request_id the claim was granted for, if any.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // UsageRequest is the body of PUT /v1/ceilings/{name}/usage: the provider's
@@ -301,7 +323,28 @@ type Status struct {
 	StateVersion int64        `json:"state_version"`
 	LastReload   ReloadResult `json:"last_reload"`
 	StartedAt    time.Time    `json:"started_at"`
-	Components   Components   `json:"components"`
+	// Role is "leader" (this daemon arbitrates the stack's pools, budgets
+	// and VM ceilings) or "standby" (it forwards those requests to the
+	// leader and serves runner pickup itself). Epoch is the leader epoch
+	// this daemon leads under, 0 on a standby.
+	Role   string        `json:"role"`
+	Epoch  int64         `json:"epoch"`
+	Leader *LeaderStatus `json:"leader,omitempty"`
+	// ConfigMatchesLeader is false when this daemon's configuration hash
+	// differs from the one the leader recorded (a replica with other files).
+	ConfigMatchesLeader bool       `json:"config_matches_leader"`
+	Components          Components `json:"components"`
+}
+
+// LeaderStatus is the stack's leader as its lease record shows it.
+type LeaderStatus struct {
+	Holder     string    `json:"holder"`
+	Address    string    `json:"address"`
+	Mode       string    `json:"mode"`
+	Epoch      int64     `json:"epoch"`
+	Since      time.Time `json:"since"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	ConfigHash string    `json:"config_hash"`
 }
 
 // Components is every runtime component the daemon serves.

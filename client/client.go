@@ -3,23 +3,38 @@ package client
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
 )
 
-// Client talks to one daemon. It is safe for concurrent use.
+// Client talks to the daemons of one stack: any replica answers every
+// request (standbys forward to the leader). It is safe for concurrent use.
+//
+// A call that fails to connect, or is answered 503 (the leader is
+// changing: not_leader, or a daemon shutting down), is retried with
+// exponential backoff at the next address, for up to the retry budget
+// (WithRetry, default DefaultRetry). Acquire, AcquirePermit and
+// RequestClaim send a request_id (generated when the request has none), so
+// that a retry after a lost answer returns the grant already made instead
+// of a second one.
 type Client struct {
-	base  string // "http://host:port", no trailing slash
+	bases []string // "http://host:port", no trailing slash
+	first atomic.Uint32
+	retry time.Duration
 	token string
 	hc    *http.Client
 	// rt is the transport New built, called directly: the daemon never
@@ -32,30 +47,48 @@ type Client struct {
 	bufs         sync.Pool // *bytes.Buffer: answers' bodies
 }
 
+// DefaultRetry is how long a call keeps retrying by default: long enough
+// to ride out a leader's failover (its lease, 5 s by default, plus a
+// takeover).
+const DefaultRetry = 30 * time.Second
+
 // Option configures a Client.
 type Option func(*Client)
 
 // WithToken sends token as the bearer token of every request.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
 
+// WithRetry sets how long one call keeps retrying connection failures
+// and 503 answers, moving to the next address each time; 0 turns retries
+// off (every call makes one attempt, at the address that answered last).
+func WithRetry(d time.Duration) Option { return func(c *Client) { c.retry = max(d, 0) } }
+
 // WithHTTPClient replaces the HTTP client. It must not set a Timeout
 // shorter than the longest wait_seconds the caller uses.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
 
-// New returns a client of the daemon at addr: "HOST:PORT" or an
+// New returns a client of the daemons at addrs: one address, or several
+// separated by commas (the replicas of a stack), each "HOST:PORT" or an
 // "http://" / "https://" URL.
-func New(addr string, opts ...Option) (*Client, error) {
-	if addr == "" {
-		return nil, errors.New("client: empty daemon address; pass HOST:PORT such as 127.0.0.1:7070")
+func New(addrs string, opts ...Option) (*Client, error) {
+	c := &Client{retry: DefaultRetry}
+	for _, addr := range strings.Split(addrs, ",") {
+		addr = strings.TrimSpace(addr)
+		if addr == "" {
+			continue
+		}
+		if !strings.Contains(addr, "://") {
+			addr = "http://" + addr
+		}
+		u, err := url.Parse(addr)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("client: daemon address %q: want HOST:PORT or an http(s) URL", addr)
+		}
+		c.bases = append(c.bases, strings.TrimSuffix(u.String(), "/"))
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	if len(c.bases) == 0 {
+		return nil, errors.New("client: empty daemon address; pass HOST:PORT such as 127.0.0.1:7070, or several separated by commas")
 	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("client: daemon address %q: want HOST:PORT or an http(s) URL", addr)
-	}
-	c := &Client{base: strings.TrimSuffix(u.String(), "/")}
 	for _, o := range opts {
 		o(c)
 	}
@@ -87,24 +120,64 @@ func IsCode(err error, code string) bool {
 // maxAnswerBytes bounds the body of an answer the client reads.
 const maxAnswerBytes = 16 << 20
 
-// send sends one request and hands the status and body of the answer to
-// read, whose body is valid only during the call (its buffer is reused).
-// in, when not nil, is the JSON body.
-func (c *Client) send(ctx context.Context, method, path string, in any, read func(status int, body []byte) error) error {
-	var body io.Reader
+// send sends a request, retrying as the Client documents, and hands the
+// status and body of the answer to read, whose body is valid only during
+// the call (its buffer is reused); retried tells read whether an earlier
+// attempt may have reached a daemon. in, when not nil, is the JSON body.
+func (c *Client) send(ctx context.Context, method, path string, in any, read func(status int, body []byte, retried bool) error) error {
+	var payload []byte
 	hdr := c.hdr
 	if in != nil {
 		// Not from c.bufs: a transport may still read a request body
 		// after RoundTrip returned.
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if payload, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
 		}
-		body, hdr = bytes.NewReader(b), c.jsonHdr
+		hdr = c.jsonHdr
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	start := time.Now()
+	backoff := 50 * time.Millisecond
+	first := int(c.first.Load())
+	for attempt := 0; ; attempt++ {
+		i := (first + attempt) % len(c.bases)
+		unavailable := false
+		answered, err := c.sendOnce(ctx, c.bases[i], method, path, payload, hdr, func(status int, body []byte) error {
+			if status == http.StatusServiceUnavailable {
+				unavailable = true
+				return apiError(status, body)
+			}
+			return read(status, body, attempt > 0)
+		})
+		if answered && !unavailable {
+			c.first.Store(uint32(i)) // stay with an address that answers
+			return err
+		}
+		if ctx.Err() != nil || c.retry == 0 || time.Since(start)+backoff > c.retry {
+			return err
+		}
+		// Full jitter: the clients of a failed leader do not retry in step.
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// sendOnce sends one request to base; answered is false when no answer
+// was read (the daemon could not be reached, or the connection broke).
+func (c *Client) sendOnce(ctx context.Context, base, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte) error) (answered bool, err error) {
+	var body io.Reader
+	if payload != nil {
+		body = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	req.Header = hdr
 	var resp *http.Response
@@ -114,11 +187,11 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 		resp, err = c.hc.Do(req)
 	}
 	if err != nil {
-		return fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.ContentLength > maxAnswerBytes {
-		return fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
+		return true, fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
 	}
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.putBuf(buf)
@@ -127,9 +200,9 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 		buf.Grow(int(resp.ContentLength))
 	}
 	if _, err := buf.ReadFrom(&io.LimitedReader{R: resp.Body, N: maxAnswerBytes}); err != nil {
-		return fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+		return false, fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
 	}
-	return read(resp.StatusCode, buf.Bytes())
+	return true, read(resp.StatusCode, buf.Bytes())
 }
 
 // putBuf keeps buf for reuse unless a large answer grew it.
@@ -142,7 +215,10 @@ func (c *Client) putBuf(buf *bytes.Buffer) {
 // do sends one request; out, when not nil, receives the JSON response. A
 // non-2xx answer is an *api.Error.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	return c.send(ctx, method, path, in, func(status int, b []byte) error {
+	return c.send(ctx, method, path, in, func(status int, b []byte, retried bool) error {
+		if status == http.StatusNotFound && retried && method == http.MethodDelete {
+			return nil // an earlier attempt released it, and its answer was lost
+		}
 		if status < 200 || status > 299 {
 			return apiError(status, b)
 		}
@@ -190,7 +266,7 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 // *api.Error with status 422 and code "rejected".
 func (c *Client) Reload(ctx context.Context) (api.ReloadResult, error) {
 	var res api.ReloadResult
-	err := c.send(ctx, http.MethodPost, "/v1/reload", nil, func(status int, b []byte) error {
+	err := c.send(ctx, http.MethodPost, "/v1/reload", nil, func(status int, b []byte, _ bool) error {
 		if status != http.StatusOK && status != http.StatusUnprocessableEntity {
 			return apiError(status, b)
 		}
@@ -223,6 +299,9 @@ func (c *Client) Pool(ctx context.Context, name string) (api.PoolDetail, error) 
 // at once (409 unavailable when no slot is free); otherwise it long-polls
 // (408 timeout). ctx should outlive the wait.
 func (c *Client) Acquire(ctx context.Context, pool string, req api.AcquireRequest) (api.Lease, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
 	var l api.Lease
 	err := c.do(ctx, http.MethodPost, "/v1/pools/"+seg(pool)+"/acquire", req, &l)
 	return l, err
@@ -258,6 +337,9 @@ func (c *Client) Budget(ctx context.Context, name string) (api.BudgetDetail, err
 // AcquirePermit is POST /v1/budgets/{name}/permits; the permit is a lease
 // (heartbeat it with Heartbeat).
 func (c *Client) AcquirePermit(ctx context.Context, budget string, req api.PermitRequest) (api.Lease, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
 	var l api.Lease
 	err := c.do(ctx, http.MethodPost, "/v1/budgets/"+seg(budget)+"/permits", req, &l)
 	return l, err
@@ -284,6 +366,9 @@ func (c *Client) Ceiling(ctx context.Context, name string) (api.CeilingDetail, e
 
 // RequestClaim is POST /v1/ceilings/{name}/claims.
 func (c *Client) RequestClaim(ctx context.Context, ceiling string, req api.ClaimRequest) (api.Claim, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
 	var cl api.Claim
 	err := c.do(ctx, http.MethodPost, "/v1/ceilings/"+seg(ceiling)+"/claims", req, &cl)
 	return cl, err
@@ -329,4 +414,11 @@ func (c *Client) ReleaseInstance(ctx context.Context, id string, req api.Release
 	var out api.Instance
 	err := c.do(ctx, http.MethodPost, "/v1/instances/"+seg(id)+"/release", req, &out)
 	return out, err
+}
+
+// NewRequestID returns a random request_id: 128 bits, hex.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

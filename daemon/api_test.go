@@ -494,7 +494,7 @@ func TestClientErrors(t *testing.T) {
 	if _, err := client.New("ftp://x"); err == nil {
 		t.Fatal("client.New with an ftp URL succeeded")
 	}
-	c, _ := client.New("127.0.0.1:1") // nothing listens on port 1
+	c, _ := client.New("127.0.0.1:1", client.WithRetry(0)) // nothing listens on port 1
 	if err := c.Health(context.Background()); err == nil {
 		t.Fatal("Health against a closed port succeeded")
 	}

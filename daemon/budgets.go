@@ -293,6 +293,22 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
 		return
 	}
+	if rid := req.RequestID; rid != "" {
+		if err := checkRequestID(rid); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		unlock, err := d.requests.lock(r.Context(), "permit/"+name+"/"+rid)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		defer unlock()
+		if l, ok := d.permits.get(permitID(name, rid)); ok {
+			_ = writeJSON(w, http.StatusOK, l)
+			return
+		}
+	}
 	fr := fatjob.Request{ScanRingBytes: req.ScanRingBytes, DeltaCacheBytes: req.DeltaCacheBytes, NeedsSpillSlot: req.Spill}
 	var perm *fatjob.Permit
 	if wait == 0 {
@@ -323,7 +339,7 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	l, err := d.permits.add(r.Context(), api.Lease{
-		Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(),
+		Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(), RequestID: req.RequestID,
 	}, ttl, perm.Release)
 	if err != nil {
 		d.fail(w, r, err)

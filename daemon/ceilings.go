@@ -380,6 +380,26 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	if rid := req.RequestID; rid != "" {
+		if err := checkRequestID(rid); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		unlock, err := d.requests.lock(r.Context(), "claim/"+name+"/"+rid)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		defer unlock()
+		if id, ok := d.grants.claimFor(name, rid); ok {
+			if c, ok := l.Lookup(id); ok {
+				cj := claimJSON(name, c)
+				cj.RequestID = rid
+				_ = writeJSON(w, http.StatusOK, cj)
+				return
+			}
+		}
+	}
 	lr := ledger.Request{WorkerID: req.WorkerID, Count: max(req.Count, 1)}
 	var c *ledger.Claim
 	if wait == 0 {
@@ -399,12 +419,14 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+	if err := d.grants.putClaim(r.Context(), name, c, req.RequestID); err != nil {
 		c.Cancel() // a claim a restart would forget could over-book
 		d.fail(w, r, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err))
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, claimJSON(name, c)); err != nil {
+	cj := claimJSON(name, c)
+	cj.RequestID = req.RequestID
+	if err := writeJSON(w, http.StatusOK, cj); err != nil {
 		c.Cancel()
 		d.grants.deleteClaim(name, c.ID())
 	}
@@ -442,7 +464,7 @@ func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := d.grants.putClaim(r.Context(), name, c); err != nil {
+	if err := d.grants.putClaim(r.Context(), name, c, ""); err != nil {
 		// Confirmed here, not in the record; confirming again is harmless
 		// and records it.
 		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))

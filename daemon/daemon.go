@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,11 @@ type Options struct {
 	// SweepInterval is how often components dropped from the
 	// configuration are checked for idleness and removed (default 1s).
 	SweepInterval time.Duration
+	// Advertise is the URL other replicas of the stack reach this daemon
+	// at (RPD_ADVERTISE, -advertise); it overrides the configuration's
+	// ha.advertise. Empty: http:// and the listen address (with the host
+	// name for an unspecified address such as 0.0.0.0).
+	Advertise string
 }
 
 // Daemon serves the runtime components over HTTP and keeps them in step
@@ -98,8 +104,18 @@ type Daemon struct {
 	// grants records permits and ceiling claims in the backend.
 	grants  *grants
 	metrics *metrics
-	// leaseStore is the pools' Store: the backend's, with deletes deferred.
+	// leaseStore is the pools' Store: the backend's, fenced with the
+	// leader epoch, with deletes deferred.
 	leaseStore *asyncDeleteStore
+	// elector holds or contends for the stack's leader lease; forward
+	// sends a standby's pools, budgets and ceilings requests to the leader.
+	elector *elector
+	forward *forwarder
+	// serving is set once this daemon, as leader, has restored the stack's
+	// grants and answers arbitrated requests itself.
+	serving atomic.Bool
+	// requests serialises grant requests that carry the same request_id.
+	requests requestLatch
 	// apply pushes a validated configuration to the backend (reconcile's
 	// plan and apply) before the components are reconfigured; nil in serve
 	// mode, where rpd apply does it.
@@ -173,8 +189,19 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
 	}
-	d.leaseStore = newAsyncDeleteStore(d.backend.Pools, d.log)
-	d.grants = newGrants(d.backend.Grants, d.log)
+	// Listen before the election: the advertised address defaults to the
+	// bound one.
+	d.ln, err = net.Listen("tcp", listen)
+	if err != nil {
+		d.close()
+		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	}
+	advertise := cmp.Or(opts.Advertise, cfg.HA.Advertise, defaultAdvertise(d.ln.Addr().String()))
+	d.elector = newElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
+		func() string { return d.reloader.state().hash }, d.log.With("component", "leader"))
+	d.forward = newForwarder(d)
+	d.leaseStore = newAsyncDeleteStore(leaderPools{e: d.elector, fence: d.backend.FencedPools, plain: d.backend.Pools}, d.log)
+	d.grants = newGrants(leaderGrants{e: d.elector, fence: d.backend.FencedGrants, plain: d.backend.Grants}, d.log)
 	d.permits = newPermitTable(opts.Clock, d.grants)
 	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
 	if err != nil {
@@ -199,28 +226,19 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		d.close()
 		return nil, fmt.Errorf("start-up configuration rejected:\n%s", res.Error)
 	}
-	rep, err := pm.Restore(ctx)
+	won, err := d.firstElection(ctx)
 	if err != nil {
 		d.close()
-		return nil, fmt.Errorf("restore held pool leases: %w", err)
+		return nil, fmt.Errorf("take part in the leader election of stack %s: %w", d.stack, err)
 	}
-	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
-		d.log.Info("restored pool leases held before the restart", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
-	}
-	grantRep, err := d.restoreGrants(ctx)
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
-	}
-	if grantRep != (restoreReport{}) {
-		d.log.Info("restored budget permits and VM-ceiling claims held before the restart",
-			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
-	}
-
-	d.ln, err = net.Listen("tcp", listen)
-	if err != nil {
-		d.close()
-		return nil, fmt.Errorf("listen on %s: %w", listen, err)
+	if won {
+		if err := d.takeOver(ctx, true); err != nil {
+			d.close()
+			return nil, err
+		}
+	} else {
+		l := d.elector.view()
+		d.log.Info("standing by: another daemon leads the stack", "leader", l.Holder, "address", l.Address, "epoch", l.Epoch, "expires_at", l.ExpiresAt)
 	}
 	return d, nil
 }
@@ -319,6 +337,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(apiErrorListener{d.ln}) }()
 
+	// The election outlives the other loops: a draining leader keeps its
+	// lease, and so may still record the releases and grants in flight.
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
+	var election sync.WaitGroup
+	election.Go(func() { d.elector.loop(electCtx, func(ctx context.Context) error { return d.takeOver(ctx, false) }) })
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { d.sweepLoop(loopCtx) })
@@ -340,13 +364,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case ModeServe:
 		loops.Go(func() { d.followLoop(loopCtx) })
 	}
-	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "backend", d.backend.Config.Type, "config_version", d.reloader.state().version)
+	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "advertise", d.elector.address, "role", d.Status().Role,
+		"backend", d.backend.Config.Type, "config_version", d.reloader.state().version)
 
 	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-serveErr:
 		err = fmt.Errorf("serve the API on %s: %w", d.Addr(), err)
+	case <-d.elector.lost:
+		err = ErrSteppedDown
 	}
 	d.stopping.Store(true)
 	d.log.Info("shutting down: draining in-flight requests", "timeout", d.opts.DrainTimeout)
@@ -359,12 +386,28 @@ func (d *Daemon) Run(ctx context.Context) error {
 		d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
 		_ = srv.Close()
 	}
-	d.close()
+	d.closeRuntime()
+	stopElection()
+	election.Wait()
+	if !errors.Is(err, ErrSteppedDown) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if rerr := d.elector.resign(rctx); rerr != nil {
+			d.log.Warn("could not release the leader lease; a standby takes over when it runs out", "err", rerr)
+		}
+		cancel()
+	}
+	d.closeBackend()
 	d.log.Info("rpd daemon stopped")
 	return err
 }
 
 func (d *Daemon) close() {
+	d.closeRuntime()
+	d.closeBackend()
+}
+
+// closeRuntime stops the components and writes the queued record deletes.
+func (d *Daemon) closeRuntime() {
 	if d.comp != nil {
 		d.comp.close()
 	}
@@ -375,6 +418,9 @@ func (d *Daemon) close() {
 		d.grants.sweepClaims(d.comp.ceilings.claimLive) // records of claims that ended since the last sweep
 	}
 	d.grants.close()
+}
+
+func (d *Daemon) closeBackend() {
 	if d.backend != nil {
 		if err := d.backend.Close(); err != nil {
 			d.log.Warn("closing the backend", "err", err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -42,6 +43,8 @@ func classify(err error) *httpError {
 	case errors.Is(err, pools.ErrExceedsCapacity), errors.Is(err, ledger.ErrTooLarge),
 		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrClaimEnded):
 		return st(http.StatusConflict, api.CodeUnavailable)
+	case lostLeadership(err):
+		return st(http.StatusServiceUnavailable, api.CodeNotLeader)
 	case errors.Is(err, errShuttingDown):
 		return st(http.StatusServiceUnavailable, api.CodeNotReady)
 	case errors.Is(err, context.DeadlineExceeded):
@@ -51,4 +54,10 @@ func classify(err error) *httpError {
 		return st(499, "cancelled")
 	}
 	return st(http.StatusInternalServerError, api.CodeInternal)
+}
+
+// lostLeadership reports whether err says this daemon may no longer write
+// grant records: the client must retry at the leader (503 not_leader).
+func lostLeadership(err error) bool {
+	return errors.Is(err, backend.ErrFenced) || errors.Is(err, errNotLeader)
 }

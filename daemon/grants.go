@@ -46,8 +46,9 @@ type grants struct {
 }
 
 type claimRef struct {
-	ceiling string
-	id      ledger.ClaimID
+	ceiling   string
+	id        ledger.ClaimID
+	requestID string // the request_id it was granted for, if any
 }
 
 func newGrants(store grantStore, log *slog.Logger) *grants {
@@ -98,24 +99,47 @@ func (g *grants) deletePermit(leaseID string) {
 	}
 }
 
-// putClaim records c (again, after a confirm) and tracks it for sweepClaims.
-func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim) error {
+// putClaim records c (again, after a confirm: requestID "" keeps the one
+// it was granted for) and tracks it for sweepClaims.
+func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim, requestID string) error {
 	if g == nil {
 		return nil
 	}
 	id := claimRecordID(ceiling, c.ID().String())
+	if requestID == "" {
+		g.mu.Lock()
+		requestID = g.claims[id].requestID
+		g.mu.Unlock()
+	}
 	cj := claimJSON(ceiling, c)
+	cj.RequestID = requestID
 	err := g.put(ctx, id, grantRecord{Claim: &cj})
 	if err == nil {
-		g.track(id, ceiling, c.ID())
+		g.track(id, claimRef{ceiling: ceiling, id: c.ID(), requestID: requestID})
 	}
 	return err
 }
 
-func (g *grants) track(recordID, ceiling string, id ledger.ClaimID) {
+func (g *grants) track(recordID string, ref claimRef) {
 	g.mu.Lock()
-	g.claims[recordID] = claimRef{ceiling: ceiling, id: id}
+	g.claims[recordID] = ref
 	g.mu.Unlock()
+}
+
+// claimFor returns the ID of the claim of ceiling granted for requestID and
+// still recorded.
+func (g *grants) claimFor(ceiling, requestID string) (ledger.ClaimID, bool) {
+	if g == nil {
+		return 0, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ref := range g.claims {
+		if ref.requestID == requestID && ref.ceiling == ceiling {
+			return ref.id, true
+		}
+	}
+	return 0, false
 }
 
 func (g *grants) deleteClaim(ceiling string, id ledger.ClaimID) {
@@ -251,7 +275,7 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, err
 		GrantedAt: c.GrantedAt, ExpiresAt: c.ExpiresAt, ConfirmedAt: c.ConfirmedAt})
 	switch {
 	case err == nil:
-		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), c.Ceiling, id)
+		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), claimRef{ceiling: c.Ceiling, id: id, requestID: c.RequestID})
 		return restoredClaim, nil
 	case errors.Is(err, ledger.ErrClaimEnded):
 		return lapsed, nil

@@ -35,6 +35,34 @@ func newMetrics(d *Daemon) *metrics {
 	}
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
+	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rpd_leader", Help: "1 while this daemon leads its stack (arbitrates pools, budgets and VM ceilings), 0 on a standby."},
+		func() float64 { return b2f(d.elector != nil && d.arbitrating()) })
+	epoch := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rpd_leader_epoch", Help: "The stack's leader epoch (fencing token) as this daemon last saw it."},
+		func() float64 {
+			if d.elector == nil {
+				return 0
+			}
+			return float64(d.elector.view().Epoch)
+		})
+	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rpd_leader_changes_total", Help: "Changes of the stack's leader (epoch) this daemon saw."},
+		func() float64 {
+			if d.elector == nil {
+				return 0
+			}
+			return float64(d.elector.changes.Load())
+		})
+	matches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rpd_config_matches_leader", Help: "1 when this daemon's configuration hash is the one the leader recorded, 0 when the files differ (or no leader is known)."},
+		func() float64 {
+			if d.elector == nil {
+				return 0
+			}
+			return b2f(d.Status().ConfigMatchesLeader)
+		})
+	m.reg.MustRegister(leader, epoch, changes, matches)
 	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version, m.unauthorized,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&componentCollector{d: d})

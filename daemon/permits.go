@@ -57,7 +57,10 @@ func permitRequest(l api.Lease) fatjob.Request {
 // the backend, add releases it and fails: a grant a restart would forget
 // could over-commit the budget.
 func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, release func()) (api.Lease, error) {
-	l.LeaseID = fmt.Sprintf("%s~%s-%d", l.Budget, t.prefix, t.seq.Add(1))
+	l.LeaseID = permitID(l.Budget, l.RequestID)
+	if l.LeaseID == "" {
+		l.LeaseID = fmt.Sprintf("%s~%s-%d", l.Budget, t.prefix, t.seq.Add(1))
+	}
 	l.Kind = api.KindPermit
 	l.TTLSeconds = ttl.Seconds()
 	l.GrantedAt = t.clock.Now().UTC()
@@ -68,6 +71,26 @@ func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, r
 	}
 	t.insert(l, ttl, release)
 	return l, nil
+}
+
+// permitID is the fixed ID of the permit granted for a request_id, "" for
+// none: a retry, or a new leader that restored it, finds it by this ID.
+func permitID(budget, requestID string) string {
+	if requestID == "" {
+		return ""
+	}
+	return budget + "~r-" + requestID
+}
+
+// get returns the held permit id.
+func (t *permitTable) get(id string) (api.Lease, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pl, ok := t.leases[id]
+	if !ok {
+		return api.Lease{}, false
+	}
+	return pl.lease, true
 }
 
 // restore re-inserts a permit recorded by an earlier daemon, under its ID,

@@ -376,6 +376,25 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if rid := req.RequestID; rid != "" {
+		if err := checkRequestID(rid); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		unlock, err := d.requests.lock(ctx, "pool/"+name+"/"+rid)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		defer unlock()
+		// The lease of a request_id has a fixed ID, restored under it
+		// by a new leader: a retry finds the grant already made.
+		pr.ID = name + "/r-" + rid
+		if l, err := d.comp.pools.lease(pr.ID); err == nil {
+			_ = writeJSON(w, http.StatusOK, poolLease(l))
+			return
+		}
+	}
 	lease, err := d.comp.pools.acquire(ctx, name, pr)
 	if err != nil {
 		switch {
@@ -420,6 +439,10 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := d.permits.recordHeartbeat(r.Context(), l); err != nil {
+			if lostLeadership(err) {
+				d.fail(w, r, err)
+				return
+			}
 			// As for pool leases: extended here, not in its record.
 			d.log.Warn("permit heartbeated but its record was not extended", "lease", id, "err", err)
 		}
@@ -432,7 +455,7 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := l.Heartbeat(r.Context()); err != nil {
-		if !errors.Is(err, pools.ErrStore) {
+		if !errors.Is(err, pools.ErrStore) || lostLeadership(err) {
 			d.fail(w, r, err)
 			return
 		}

@@ -100,7 +100,9 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	if err != nil {
 		return d.rejectLocked(prev, hash, start, err)
 	}
-	if d.apply != nil {
+	if _, notLeader := d.elector.leading(); d.apply != nil && notLeader == nil {
+		// Only the leader applies; standbys validate and run the same
+		// files (their pickup serves runners) and report their hash.
 		if err := d.apply(ctx, cfg); err != nil {
 			// A guard (deleting a queue that holds idle runners) or an
 			// unmanaged object is the configuration's doing: not retried
@@ -254,5 +256,14 @@ func (d *Daemon) Status() api.Status {
 		out.Stack = st.cfg.Stack
 	}
 	d.addPermits(out.Components.Budgets)
+	out.Role = "standby"
+	if d.arbitrating() {
+		out.Role = "leader"
+		out.Epoch, _ = d.elector.leading()
+	}
+	if l := d.elector.view(); l.Holder != "" {
+		out.Leader = &api.LeaderStatus{Holder: l.Holder, Address: l.Address, Mode: l.Mode, Epoch: l.Epoch, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, ConfigHash: l.ConfigHash}
+		out.ConfigMatchesLeader = l.ConfigHash == st.hash
+	}
 	return out
 }

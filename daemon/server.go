@@ -60,7 +60,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
-	return d.middleware(mux)
+	return d.middleware(d.leaderOnly(mux))
 }
 
 // noRoute answers requests no pattern matched: 405 when the path exists
@@ -256,19 +256,30 @@ func (d *Daemon) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is 200 when a configuration is active, the backend answers, and
 // a grant record can be written: a daemon that can read but not write (a
-// read-only database, a full disk) would answer every grant with 500.
+// read-only database, a full disk) would answer every grant with 500. On a
+// standby the leader must answer too (its requests are forwarded).
 func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	if d.reloader.state().version == 0 {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "no configuration is active yet")
 		return
 	}
+	if !d.arbitrating() {
+		if err := d.leaderReachable(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "standby, and "+err.Error())
+			return
+		}
+	}
 	if err := d.backend.Ping(r.Context()); err != nil {
 		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "backend unreachable: "+err.Error())
 		return
 	}
-	if err := d.grants.probe(r.Context()); err != nil {
-		writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "grants cannot be recorded, so every grant would fail: "+err.Error()+"; check that the backend is writable (file permissions, disk space, IAM)")
-		return
+	// Only the leader writes grant records (through the fence: a fenced
+	// leader is not ready either).
+	if d.arbitrating() {
+		if err := d.grants.probe(r.Context()); err != nil {
+			writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, "grants cannot be recorded, so every grant would fail: "+err.Error()+"; check that the backend is writable (file permissions, disk space, IAM)")
+			return
+		}
 	}
 	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

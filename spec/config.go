@@ -21,6 +21,8 @@ type Config struct {
 	Token string
 	// Backend says where live state lives.
 	Backend Backend
+	// HA tunes the leader election among the daemons of the stack.
+	HA HA
 
 	// Each slice is sorted by Name.
 	RunnerClasses []RunnerClass
@@ -48,6 +50,22 @@ type Backend struct {
 	Profile string
 	// TablePrefix prefixes the DynamoDB tables rpd creates (default "rpd-<stack>").
 	TablePrefix string
+
+	DeclRange hcl.Range
+}
+
+// HA is the rpd block's ha block: the leader lease the daemons of a stack
+// elect their one arbiter with (docs/ha.md).
+type HA struct {
+	// Lease is how long a leader's lease lasts without renewal (default
+	// 5s); a standby takes over when it runs out, and the leader stops
+	// granting one second before.
+	Lease time.Duration
+	// Renew is how often the leader renews (default 1s; less than Lease/2).
+	Renew time.Duration
+	// Advertise is the URL other replicas reach this daemon at; empty means
+	// http:// and the listen address.
+	Advertise string
 
 	DeclRange hcl.Range
 }

@@ -21,17 +21,22 @@ import (
 // also apply is checked equal to theirs by spec/limits_test.go, so that
 // spec stays free of runtime imports without drifting from them.
 const (
-	DefaultStack         = "default"
-	DefaultListen        = "127.0.0.1:7070"
-	DefaultBackendType   = "local"
-	DefaultLocalPath     = ".rpd/state.db"
-	DefaultDefaultSlots  = 16
-	DefaultScanRing      = 256 << 20
-	DefaultDeltaCache    = 512 << 20
-	DefaultSpillSlots    = 16
-	DefaultVisibility    = 30 * time.Second
-	DefaultRetention     = 4 * 24 * time.Hour
-	DefaultRequeueDelay  = 3 * time.Second
+	DefaultStack        = "default"
+	DefaultListen       = "127.0.0.1:7070"
+	DefaultBackendType  = "local"
+	DefaultLocalPath    = ".rpd/state.db"
+	DefaultDefaultSlots = 16
+	DefaultScanRing     = 256 << 20
+	DefaultDeltaCache   = 512 << 20
+	DefaultSpillSlots   = 16
+	DefaultVisibility   = 30 * time.Second
+	DefaultRetention    = 4 * 24 * time.Hour
+	DefaultRequeueDelay = 3 * time.Second
+	// Leader election (rpd { ha { … } }, docs/ha.md).
+	DefaultHALease       = 5 * time.Second
+	DefaultHARenew       = time.Second
+	MinHALease           = 2 * time.Second
+	MaxHALease           = 5 * time.Minute
 	DefaultExhaustion    = 5
 	DefaultClaimTTL      = 2 * time.Minute
 	DefaultPollInterval  = 5 * time.Second
@@ -59,8 +64,9 @@ const (
 var (
 	rpdSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "stack"}, {Name: "listen"}, {Name: "token"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}, {Type: "ha"}},
 	}
+	haSchema    = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "lease"}, {Name: "renew"}, {Name: "advertise"}}}
 	localSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "path"}}}
 	awsSchema   = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "region"}, {Name: "profile"}, {Name: "table_prefix"}}}
 	classSchema = &hcl.BodySchema{
@@ -168,10 +174,12 @@ func (d *decoder) content(body hcl.Body, schema *hcl.BodySchema, single ...strin
 
 func (d *decoder) rpd(b *hcl.Block, cfg *Config) {
 	cfg.Backend = Backend{Type: DefaultBackendType, Path: DefaultLocalPath}
+	cfg.HA = HA{Lease: DefaultHALease, Renew: DefaultHARenew}
 	if b == nil {
 		return
 	}
 	attrs, blocks := d.content(b.Body, rpdSchema)
+	d.ha(blocks["ha"], cfg)
 	if a := attrs["stack"]; a != nil {
 		if s, ok := d.str(a); ok {
 			if validStack(s) {
@@ -541,6 +549,38 @@ func validTablePrefix(s string) bool {
 		}
 	}
 	return true
+}
+
+// ha decodes the rpd block's ha block (leader election, docs/ha.md).
+func (d *decoder) ha(b *hcl.Block, cfg *Config) {
+	if b == nil {
+		return
+	}
+	cfg.HA.DeclRange = b.DefRange
+	attrs, _ := d.content(b.Body, haSchema)
+	if v, ok := d.duration(attrs["lease"], MinHALease, MaxHALease, false, " (a leader stops granting one second before its lease runs out)"); ok {
+		cfg.HA.Lease = v
+	}
+	if a := attrs["renew"]; a != nil {
+		if v, ok := d.duration(a, 50*time.Millisecond, MaxHALease, false, ""); ok {
+			if v >= cfg.HA.Lease/2 {
+				d.errorf(a.Expr.Range(), `Invalid value for "renew"`, "renew must be less than half the lease (%s), so that one lost renewal does not end the leadership; got %s.", FormatDuration(cfg.HA.Lease), FormatDuration(v))
+			} else {
+				cfg.HA.Renew = v
+			}
+		}
+	} else if cfg.HA.Renew >= cfg.HA.Lease/2 {
+		cfg.HA.Renew = cfg.HA.Lease / 5
+	}
+	if a := attrs["advertise"]; a != nil {
+		if s, ok := d.str(a); ok {
+			if err := checkHTTPURL(s); err != nil {
+				d.errorf(a.Expr.Range(), "Invalid advertise URL", "%q is not an advertise URL: %s. Use the URL other replicas reach this daemon at, such as \"http://10.0.0.5:7070\".", s, err)
+			} else {
+				cfg.HA.Advertise = strings.TrimRight(s, "/")
+			}
+		}
+	}
 }
 
 func checkListen(s string) error {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -135,6 +136,11 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 			view.Error(err)
 			return 1
 		}
+		if err := refuseWatchLeader(ctx, p.Stack, b); err != nil {
+			b.Close()
+			view.Error(err)
+			return 1
+		}
 		plan = p
 	} else {
 		cfg, code := f.cf.load(e, path)
@@ -144,6 +150,11 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 		opts, _ := f.options(cfg)
 		var err error
 		if b, err = open.Open(ctx, cfg.Stack, opts.Backend, open.Options{}); err != nil {
+			view.Error(err)
+			return 1
+		}
+		if err := refuseWatchLeader(ctx, cfg.Stack, b); err != nil {
+			b.Close()
 			view.Error(err)
 			return 1
 		}
@@ -216,6 +227,28 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 		return 1
 	}
 	return 0
+}
+
+// refuseWatchLeader refuses to apply to a stack that a live rpd watch
+// daemon leads: it applies its own files on every change, so what apply
+// wrote would be undone, or silently not served. rpd serve stacks follow
+// what apply writes, and are applied to as before.
+func refuseWatchLeader(ctx context.Context, stack string, b *open.Backend) error {
+	if b.Leader == nil {
+		return nil
+	}
+	l, err := b.Leader.ReadLeader(ctx)
+	if errors.Is(err, backend.ErrTableMissing) {
+		return nil // nothing ever ran on this stack
+	}
+	if err != nil {
+		return fmt.Errorf("read the leader of stack %s: %w", stack, err)
+	}
+	if l.Mode != "watch" || !l.Live(time.Now()) {
+		return nil
+	}
+	return fmt.Errorf("stack %s is served by rpd watch at %s (holder %s, since %s): edit the files it watches, or stop it; rpd apply is for stacks served by rpd serve",
+		stack, l.Address, l.Holder, l.AcquiredAt.Local().Format(time.RFC3339))
 }
 
 // releaseLock unlocks held even when ctx was cancelled (Ctrl-C), giving the

@@ -62,7 +62,7 @@ func freeAddr(t *testing.T) string {
 }
 
 // startRPD runs rpd MODE -listen ADDR ARGS... in cwd and waits for
-// /healthz. The process gets SIGTERM at cleanup and must exit 0.
+// /readyz. The process gets SIGTERM at cleanup and must exit 0.
 func startRPD(t *testing.T, cwd string, env []string, mode string, args ...string) *liveDaemon {
 	t.Helper()
 	addr := freeAddr(t)
@@ -94,9 +94,12 @@ func launchRPD(t *testing.T, cwd string, env []string, addr string, argv ...stri
 			t.Errorf("rpd %s exited %d after SIGTERM; log:\n%s", mode, code, ld.stderr)
 		}
 	})
-	for i := 0; i < 200; i++ {
+	// Ready, not only healthy: a daemon restarted after a kill -9 is a
+	// standby until the dead leader's lease runs out, and ready once it
+	// leads (or once the leader it forwards to answers).
+	for i := 0; i < 300; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := ld.c.Health(ctx)
+		err := ld.c.Ready(ctx)
 		cancel()
 		if err == nil {
 			return ld
@@ -107,7 +110,7 @@ func launchRPD(t *testing.T, cwd string, env []string, addr string, argv ...stri
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("rpd %s: no /healthz within 10 s; log:\n%s", mode, ld.stderr)
+	t.Fatalf("rpd %s: not ready (/readyz) within 15 s; log:\n%s", mode, ld.stderr)
 	return nil
 }
 
@@ -172,7 +175,10 @@ func writeConf(t *testing.T, path, content string) {
 	}
 }
 
-const e2eRPD = "rpd {\n  stack = \"e2e\"\n}\n"
+// e2eRPD is the rpd block of the end-to-end configurations: a short
+// leader lease, so that a daemon restarted after a kill -9 takes over
+// within 2 s instead of the default 5.
+const e2eRPD = "rpd {\n  stack = \"e2e\"\n  ha {\n    lease = \"2s\"\n  }\n}\n"
 
 func TestDaemonE2EWatchReloads(t *testing.T) {
 	conf, cwd := t.TempDir(), t.TempDir()
@@ -412,7 +418,7 @@ func emulatorRPD(t *testing.T) (hcl string, env []string) {
 	t.Helper()
 	ep := awstest.Start(t)
 	stack := fmt.Sprintf("d%d", time.Now().UnixNano()%1_000_000)
-	return fmt.Sprintf("rpd {\n  stack = %q\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack), ep.Env()
+	return fmt.Sprintf("rpd {\n  stack = %q\n  ha {\n    lease = \"2s\"\n  }\n  backend \"aws\" {\n    region       = %q\n    table_prefix = %q\n  }\n}\n", stack, awstest.Region, "rpd-"+stack), ep.Env()
 }
 
 func testGrantsLapse(t *testing.T, rpdHCL string, env []string) {
@@ -529,7 +535,7 @@ func TestDaemonE2EStartupRefusals(t *testing.T) {
 	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = -1\n}\n")
 	wd := &workdir{t: t, dir: t.TempDir()}
 	r := wd.must(1, "watch", "-listen", freeAddr(t), conf)
-	contains(t, r, "stderr", "main.hcl line 5")
+	contains(t, r, "stderr", fmt.Sprintf("main.hcl line %d", strings.Count(e2eRPD, "\n")+2))
 
 	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD)
 	// Refused before binding: the address is never listened on.

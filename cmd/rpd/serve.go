@@ -70,12 +70,14 @@ func parseInterspersed(e *env, fs *flag.FlagSet, args []string) ([]string, int, 
 
 // daemonFlags are the flags watch and serve share.
 type daemonFlags struct {
-	listen   string
-	logLevel string
+	listen    string
+	advertise string
+	logLevel  string
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "API address HOST:PORT (default: listen in the rpd block, else "+daemon.DefaultListen+")")
+	fs.StringVar(&f.advertise, "advertise", "", "URL the other replicas of the stack reach this daemon at (default: RPD_ADVERTISE, else advertise in the rpd block's ha block, else http://LISTEN)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 }
 
@@ -91,18 +93,39 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 	opts.Logger = log
 	opts.Listen = f.listen
 	opts.Token, _ = e.getenv("RPD_TOKEN")
-	d, err := daemon.New(ctx, opts)
-	if err != nil {
-		var ce *daemon.ConfigError
-		if errors.As(err, &ce) && opts.Diagnostics != nil {
-			return 1 // printed through opts.Diagnostics
-		}
-		fmt.Fprintf(e.stderr, "Error: %v\n", err)
-		return 1
+	opts.Advertise = f.advertise
+	if opts.Advertise == "" {
+		opts.Advertise, _ = e.getenv("RPD_ADVERTISE")
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	for {
+		d, err := daemon.New(ctx, opts)
+		if err != nil {
+			var ce *daemon.ConfigError
+			if errors.As(err, &ce) && opts.Diagnostics != nil {
+				return 1 // printed through opts.Diagnostics
+			}
+			fmt.Fprintf(e.stderr, "Error: %v\n", err)
+			return 1
+		}
+		err = runDaemon(ctx, d, hup, log)
+		if errors.Is(err, daemon.ErrSteppedDown) && ctx.Err() == nil {
+			// It holds nothing now; a fresh daemon starts as a standby.
+			log.Info("restarting as a standby")
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(e.stderr, "Error: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+}
+
+// runDaemon runs d until ctx ends or it steps down, reloading on SIGHUP.
+func runDaemon(ctx context.Context, d *daemon.Daemon, hup <-chan os.Signal, log *slog.Logger) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -120,9 +143,5 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 			}
 		}
 	}()
-	if err := d.Run(runCtx); err != nil {
-		fmt.Fprintf(e.stderr, "Error: %v\n", err)
-		return 1
-	}
-	return 0
+	return d.Run(runCtx)
 }

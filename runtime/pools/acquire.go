@@ -25,6 +25,11 @@ type Request struct {
 	// Timeout bounds the wait (measured on the Manager's clock); 0 means
 	// wait until ctx ends. When it elapses Acquire fails with ErrTimeout.
 	Timeout time.Duration
+	// ID, when set, is the lease's ID (see (*Lease).ID) instead of a
+	// generated one, so that a caller can find the grant of a retried
+	// request with Manager.Lease, across Restore too. It must not name a
+	// held lease: the caller serialises requests with the same ID.
+	ID string
 }
 
 // Acquire waits until req.Slots slots of the named pool ("" means
@@ -75,8 +80,8 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 	}
 	l := p.newLeaseLocked()
 	*l = Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, index: -1}
-	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil {
-		l.ext = &leaseExt{ttl: ttl}
+	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil || req.ID != "" {
+		l.ext = &leaseExt{ttl: ttl, id: req.ID}
 	}
 	p.seq++
 	l.seq = p.seq

@@ -31,6 +31,12 @@ rpd {
   backend "local" {
     path = "/var/lib/rpd/state.db"
   }
+
+  ha {
+    lease     = "10s"
+    renew     = "2s"
+    advertise = "http://rpd-0.rpd.ci.svc:7443/"
+  }
 }
 
 runner_class "zeta" {

@@ -1,0 +1,288 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// grantMargin is how long before its lease runs out a leader stops
+// granting: a leader that could not renew for lease − grantMargin (by its
+// own monotonic clock, counted from when it sent its last successful
+// renewal) writes nothing more, so a standby whose clock runs up to
+// grantMargin ahead of the leader's still takes over only after the last
+// grant. Fencing makes a grant past that point fail anyway; the margin
+// keeps the stale leader from even trying.
+const grantMargin = time.Second
+
+// errNotLeader: a grant was asked of (or a record written by) a daemon that
+// does not lead the stack, or whose lease ran out unrenewed. It answers 503
+// not_leader, like backend.ErrFenced.
+var errNotLeader = errors.New("this daemon does not lead the stack (it is a standby, or its leader lease lapsed); retry, the standbys forward to the leader")
+
+// ErrSteppedDown is what Daemon.Run returns when the daemon lost the
+// leadership of its stack (another daemon took the lease while this one
+// was paused, partitioned or could not renew): it drained and closed, and
+// holds nothing. Start a new Daemon: it comes back as a standby.
+var ErrSteppedDown = errors.New("lost the leadership of the stack; stepped down")
+
+// elector holds (or waits for) the stack's leader lease. The leader renews
+// every renew; a standby tries to take the lease every renew, and at the
+// instant the lease it saw runs out. Only the leader arbitrates grants,
+// and only while leading() (epoch > 0 and its lease − grantMargin not yet
+// run out): every grant record write goes through leaderPools or
+// leaderGrants, which fence it with the epoch.
+type elector struct {
+	store backend.LeaderStore
+	lease time.Duration
+	renew time.Duration
+	log   *slog.Logger
+	// configHash returns the hash of the active configuration, recorded
+	// with the lease so that standbys can compare theirs.
+	configHash func() string
+
+	holder, address, mode string
+
+	// base anchors validUntil on the monotonic clock.
+	base       time.Time
+	epoch      atomic.Int64 // > 0 while this daemon holds the lease
+	validUntil atomic.Int64 // nanoseconds after base
+	changes    atomic.Int64 // epoch changes seen
+
+	mu   sync.Mutex
+	seen backend.Leader // the record as last read or written
+
+	lostOnce sync.Once
+	lost     chan struct{} // closed when the leadership is lost
+	nudge    chan struct{}
+}
+
+func newElector(store backend.LeaderStore, lease, renew time.Duration, address, mode string, configHash func() string, log *slog.Logger) *elector {
+	return &elector{
+		store: store, lease: lease, renew: renew, log: log, configHash: configHash,
+		holder: newHolderID(), address: address, mode: mode,
+		base: time.Now(), lost: make(chan struct{}), nudge: make(chan struct{}, 1),
+	}
+}
+
+// newHolderID names this process: host, pid and a random suffix, so that a
+// restarted daemon never renews its predecessor's lease.
+func newHolderID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// leading returns the epoch this daemon leads under, or errNotLeader when
+// it does not lead or may no longer grant.
+func (e *elector) leading() (int64, error) {
+	epoch := e.epoch.Load()
+	if epoch == 0 || time.Since(e.base).Nanoseconds() >= e.validUntil.Load() {
+		return 0, errNotLeader
+	}
+	return epoch, nil
+}
+
+// check passes err through, stepping down when it says the daemon was
+// fenced: another daemon took over and this one must not grant again.
+func (e *elector) check(err error) error {
+	if errors.Is(err, backend.ErrFenced) {
+		e.lose("a grant record write was fenced: another daemon leads the stack now")
+	}
+	return err
+}
+
+// lose ends the leadership: nothing more is granted, and Run steps down.
+func (e *elector) lose(reason string) {
+	e.epoch.Store(0)
+	e.lostOnce.Do(func() {
+		e.log.Warn("stepping down: lost the leadership of the stack", "reason", reason, "holder", e.holder)
+		close(e.lost)
+	})
+}
+
+// attempt renews the lease (leader) or tries to take it (standby) once. It
+// reports whether this call made the daemon leader.
+func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
+	sent := time.Since(e.base)
+	l, held, err := e.store.AcquireLeader(ctx, backend.LeaderClaim{Holder: e.holder, Address: e.address, Mode: e.mode, ConfigHash: e.configHash(), Lease: e.lease})
+	cur := e.epoch.Load()
+	if err != nil {
+		if cur != 0 && time.Since(e.base).Nanoseconds() >= e.validUntil.Load() {
+			e.lose(fmt.Sprintf("could not renew the lease for %s: %v", e.lease-grantMargin, err))
+		}
+		return false, err
+	}
+	e.mu.Lock()
+	if l.Epoch != e.seen.Epoch && e.seen.Epoch != 0 {
+		e.changes.Add(1)
+	}
+	e.seen = l
+	e.mu.Unlock()
+	switch {
+	case held && (cur == 0 || cur == l.Epoch):
+		if cur == 0 {
+			select {
+			case <-e.lost:
+				return false, nil // stepped down: a new Daemon leads, not this one
+			default:
+			}
+		}
+		e.validUntil.Store((sent + e.lease - grantMargin).Nanoseconds())
+		e.epoch.Store(l.Epoch)
+		return cur == 0, nil
+	case cur != 0:
+		e.lose(fmt.Sprintf("the lease is held by %s at epoch %d", l.Holder, l.Epoch))
+	}
+	return false, nil
+}
+
+// view returns the leader record as last seen.
+func (e *elector) view() backend.Leader {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen
+}
+
+// wake makes the loop try again now (a forward to the leader failed: it
+// may have released the lease).
+func (e *elector) wake() {
+	select {
+	case e.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// loop renews or contends until ctx ends or the leadership is lost;
+// gained runs (synchronously) each time this daemon takes the lease, and
+// its error steps the daemon down.
+func (e *elector) loop(ctx context.Context, gained func(context.Context) error) {
+	t := time.NewTimer(e.renew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.lost:
+			return
+		case <-t.C:
+		case <-e.nudge:
+		}
+		actx, cancel := context.WithTimeout(ctx, e.renew)
+		won, err := e.attempt(actx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.log.Warn("leader election: the backend did not answer", "err", err)
+		case won:
+			if err := gained(ctx); err != nil {
+				e.lose("taking over failed: " + err.Error())
+				return
+			}
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(e.next())
+	}
+}
+
+// next is the wait before the next attempt: renew, or for a standby the
+// instant the lease it saw runs out, if sooner.
+func (e *elector) next() time.Duration {
+	if e.epoch.Load() != 0 {
+		return e.renew
+	}
+	l := e.view()
+	if !l.Live(time.Now()) {
+		return e.renew
+	}
+	if d := time.Until(l.ExpiresAt) + 5*time.Millisecond; d < e.renew {
+		return d
+	}
+	return e.renew
+}
+
+// resign releases the lease (a graceful shutdown), so that a standby takes
+// over at its next attempt instead of waiting the lease out.
+func (e *elector) resign(ctx context.Context) error {
+	epoch := e.epoch.Swap(0)
+	if epoch == 0 {
+		return nil
+	}
+	return e.store.ReleaseLeader(ctx, e.holder, epoch)
+}
+
+// leaderPools is the pools.Store of the daemon's pool manager: the
+// backend's store fenced with the epoch this daemon leads under.
+type leaderPools struct {
+	e     *elector
+	fence func(epoch int64) pools.Store
+	plain pools.Store
+}
+
+func (s leaderPools) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
+	epoch, err := s.e.leading()
+	if err != nil {
+		return err
+	}
+	return s.e.check(s.fence(epoch).PutLease(ctx, rec))
+}
+
+func (s leaderPools) DeleteLease(ctx context.Context, id string) error {
+	epoch, err := s.e.leading()
+	if err != nil {
+		return err
+	}
+	return s.e.check(s.fence(epoch).DeleteLease(ctx, id))
+}
+
+func (s leaderPools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
+	return s.plain.LoadLeases(ctx)
+}
+
+// leaderGrants is leaderPools for the permit and claim records.
+type leaderGrants struct {
+	e     *elector
+	fence func(epoch int64) backend.GrantStore
+	plain grantStore
+}
+
+func (s leaderGrants) PutGrant(ctx context.Context, id string, body []byte) error {
+	epoch, err := s.e.leading()
+	if err != nil {
+		return err
+	}
+	return s.e.check(s.fence(epoch).PutGrant(ctx, id, body))
+}
+
+func (s leaderGrants) DeleteGrant(ctx context.Context, id string) error {
+	epoch, err := s.e.leading()
+	if err != nil {
+		return err
+	}
+	return s.e.check(s.fence(epoch).DeleteGrant(ctx, id))
+}
+
+func (s leaderGrants) LoadGrants(ctx context.Context) (map[string][]byte, error) {
+	return s.plain.LoadGrants(ctx)
+}
+
+var (
+	_ pools.Store = leaderPools{}
+	_ grantStore  = leaderGrants{}
+)

@@ -1,0 +1,59 @@
+package daemon
+
+import (
+	"context"
+	"sync"
+
+	"github.com/rpdhq/rpd/api"
+)
+
+// requestLatch serialises the requests that carry the same request_id, so
+// that a client's retry racing its original (whose answer was lost) waits
+// for it and then finds its grant, instead of being granted a second time.
+type requestLatch struct {
+	mu       sync.Mutex
+	inflight map[string]chan struct{}
+}
+
+// lock waits until no other request holds key, then holds it; it fails
+// with ctx's error if ctx ends first. The returned func releases key.
+func (rl *requestLatch) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		rl.mu.Lock()
+		if rl.inflight == nil {
+			rl.inflight = map[string]chan struct{}{}
+		}
+		busy, ok := rl.inflight[key]
+		if !ok {
+			done := make(chan struct{})
+			rl.inflight[key] = done
+			rl.mu.Unlock()
+			return func() {
+				rl.mu.Lock()
+				delete(rl.inflight, key)
+				rl.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		rl.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// checkRequestID validates a request_id: it becomes part of a lease ID, so
+// it must fit a URL path segment and leave the ID's separators alone.
+func checkRequestID(id string) error {
+	if len(id) > api.MaxRequestIDLen {
+		return badRequest("request_id is %d bytes long; at most %d", len(id), api.MaxRequestIDLen)
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return badRequest("request_id %q: use letters, digits, '-' and '_' (such as a random hex string)", id)
+		}
+	}
+	return nil
+}

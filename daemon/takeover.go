@@ -1,0 +1,84 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/rpdhq/rpd/backend"
+)
+
+// firstElection is New's attempt at the leader lease, so that a daemon
+// alone on its stack starts as the leader, as before replicas existed. In
+// watch mode a missing aws table is created first (the leader record lives
+// in it, and it is the leader that applies the configuration).
+func (d *Daemon) firstElection(ctx context.Context) (bool, error) {
+	won, err := d.elector.attempt(ctx)
+	if errors.Is(err, backend.ErrTableMissing) && d.opts.Mode == ModeWatch && d.backend.Tables != nil {
+		if err := d.backend.Tables.EnsureTables(ctx); err != nil {
+			return false, err
+		}
+		won, err = d.elector.attempt(ctx)
+	}
+	return won, err
+}
+
+// takeOver makes this daemon, which just took the lease, the arbiter of
+// the stack: in watch mode it applies the configuration to the backend,
+// then it restores every grant the stack's records hold (under their IDs:
+// their holders heartbeat and release as before) and starts answering
+// arbitrated requests. At start-up a failure fails New; later it steps the
+// daemon down.
+func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
+	l := d.elector.view()
+	d.log.Info("leading the stack", "epoch", l.Epoch, "holder", l.Holder, "address", l.Address)
+	if d.opts.Mode == ModeWatch {
+		d.reloader.mu.Lock()
+		var err error
+		if cfg := d.reloader.state().cfg; cfg != nil {
+			err = d.reconcileApply(ctx, cfg)
+		}
+		d.reloader.mu.Unlock()
+		if err != nil {
+			if startup {
+				return fmt.Errorf("start-up configuration rejected:\napply: %w", err)
+			}
+			d.log.Error("taking over: could not apply the configuration to the backend; the components run it, the next change or reload retries", "err", err)
+		}
+	}
+	rep, err := d.comp.pools.mgr.Restore(ctx)
+	if err != nil {
+		return fmt.Errorf("restore held pool leases: %w", err)
+	}
+	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
+		d.log.Info("restored pool leases recorded by the previous leader", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
+	}
+	grantRep, err := d.restoreGrants(ctx)
+	if err != nil {
+		return fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
+	}
+	if grantRep != (restoreReport{}) {
+		d.log.Info("restored budget permits and VM-ceiling claims recorded by the previous leader",
+			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
+	}
+	d.serving.Store(true)
+	return nil
+}
+
+// defaultAdvertise is the advertise URL of a daemon bound to addr: the
+// host name replaces an unspecified address (0.0.0.0, ::), which other
+// hosts cannot dial.
+func defaultAdvertise(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
