@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -76,7 +77,7 @@ func startDaemonIn(t testing.TB, dir, state string, mods ...func(*Options)) *tes
 		return runErr
 	}
 	t.Cleanup(func() {
-		if err := stop(); err != nil {
+		if err := stop(); err != nil && !errors.Is(err, ErrSteppedDown) {
 			t.Errorf("daemon shutdown: %v", err)
 		}
 	})
