@@ -93,3 +93,43 @@ func BenchmarkStatusHTTP(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHAAcquireRelease is BenchmarkAcquireReleaseHTTP on a stack
+// served by two daemons: through the leader (every record write fenced by
+// its epoch) and through the standby (forwarded to the leader). Compare
+// with BenchmarkAcquireReleaseHTTP of the same run (one daemon, also the
+// leader of its stack) and of a build before replicas existed.
+func BenchmarkHAAcquireRelease(b *testing.B) {
+	dir, state := b.TempDir(), b.TempDir()
+	writeFile(b, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
+	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
+	leader := startDaemonIn(b, dir, state)
+	standby := startDaemonIn(b, dir, state)
+	for _, bc := range []struct {
+		name string
+		td   *testDaemon
+	}{{"leader", leader}, {"standby", standby}} {
+		b.Run(bc.name, func(b *testing.B) {
+			ctx := context.Background()
+			b.SetParallelism(8)
+			b.ResetTimer()
+			start := time.Now()
+			var pairs atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					l, err := bc.td.c.Acquire(ctx, "load", api.AcquireRequest{TaskID: "bench", WaitSeconds: 5})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if err := bc.td.c.Release(ctx, l.LeaseID); err != nil {
+						b.Error(err)
+						return
+					}
+					pairs.Add(1)
+				}
+			})
+			b.ReportMetric(float64(pairs.Load())/time.Since(start).Seconds(), "pairs/s")
+		})
+	}
+}

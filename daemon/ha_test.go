@@ -177,7 +177,7 @@ func TestFencedLeaderStepsDown(t *testing.T) {
 	ctx := ctxT(t)
 	// b takes the lease behind a's back, as after a pause: the record is
 	// forced to b's holder at a newer epoch.
-	lb := b.d.backend.leader
+	lb := b.d.backend.Leader
 	cur, err := lb.ReadLeader(ctx)
 	if err != nil {
 		t.Fatal(err)
