@@ -22,7 +22,7 @@ import (
 
 // liveDaemon is an "rpd watch" or "rpd serve" process on a 127.0.0.1 port.
 type liveDaemon struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	addr   string
 	c      *client.Client
@@ -50,7 +50,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -63,14 +63,14 @@ func freeAddr(t *testing.T) string {
 
 // startRPD runs rpd MODE -listen ADDR ARGS... in cwd and waits for
 // /readyz. The process gets SIGTERM at cleanup and must exit 0.
-func startRPD(t *testing.T, cwd string, env []string, mode string, args ...string) *liveDaemon {
+func startRPD(t testing.TB, cwd string, env []string, mode string, args ...string) *liveDaemon {
 	t.Helper()
 	addr := freeAddr(t)
 	return launchRPD(t, cwd, env, addr, append([]string{mode, "-listen", addr}, args...)...)
 }
 
 // launchRPD runs rpd ARGV, which must make it listen on addr.
-func launchRPD(t *testing.T, cwd string, env []string, addr string, argv ...string) *liveDaemon {
+func launchRPD(t testing.TB, cwd string, env []string, addr string, argv ...string) *liveDaemon {
 	t.Helper()
 	mode := argv[0]
 	cmd := exec.Command(rpdBinary, argv...)
@@ -168,7 +168,7 @@ func (ld *liveDaemon) pool(name string) api.PoolDetail {
 	return ps
 }
 
-func writeConf(t *testing.T, path, content string) {
+func writeConf(t testing.TB, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)

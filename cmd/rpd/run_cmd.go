@@ -36,8 +36,11 @@ Ctrl-C, Ctrl-\ and hangup reach CMD directly and are not forwarded again;
 SIGTERM is forwarded. On Linux, CMD is killed if rpd run itself is killed
 (kill -9), as its slots are then gone.
 
-The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070; the
-bearer token is RPD_TOKEN.
+The daemon's address is -addr, else RPD_ADDR, else 127.0.0.1:7070: one
+address or several separated by commas (the replicas of a stack). A call
+that cannot connect or is answered 503 (a leader failover) is retried with
+backoff at the next address for up to 30 s; the acquire carries a request
+ID, so a retry never takes a second lease. The bearer token is RPD_TOKEN.
 
 Example:
 
@@ -47,7 +50,7 @@ Example:
 // runRun is "rpd run".
 func runRun(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("run", "-pool NAME [options] -- CMD [ARGS...]", runCmdHelp)
-	addr := fs.String("addr", "", "daemon address HOST:PORT (default $RPD_ADDR, else 127.0.0.1:7070)")
+	addr := fs.String("addr", "", "daemon address HOST:PORT, or several separated by commas (default $RPD_ADDR, else 127.0.0.1:7070)")
 	pool := fs.String("pool", "", "the pool to take slots from (required)")
 	priority := fs.String("priority", "", "priority: a number (higher first) or the name of a priority block")
 	slots := fs.Int("slots", 1, "slots to hold while CMD runs")
@@ -246,9 +249,8 @@ func exitCode(e *env, name string, err error) int {
 	return 1
 }
 
-// daemonClient builds a client from -addr, RPD_ADDR and RPD_TOKEN.
 // daemonAddr is the daemon's address: addr (-addr), else RPD_ADDR, else
-// 127.0.0.1:7070.
+// 127.0.0.1:7070; several replicas' addresses are separated by commas.
 func daemonAddr(e *env, addr string) string {
 	if addr == "" {
 		addr, _ = e.getenv("RPD_ADDR")
@@ -259,11 +261,13 @@ func daemonAddr(e *env, addr string) string {
 	return addr
 }
 
-func daemonClient(e *env, addr string) (*client.Client, error) {
+// daemonClient builds a client from -addr, RPD_ADDR and RPD_TOKEN; extra
+// options (a shorter retry budget) come last.
+func daemonClient(e *env, addr string, extra ...client.Option) (*client.Client, error) {
 	addr = daemonAddr(e, addr)
 	var opts []client.Option
 	if tok, ok := e.getenv("RPD_TOKEN"); ok && tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}
-	return client.New(addr, opts...)
+	return client.New(addr, append(opts, extra...)...)
 }

@@ -47,7 +47,8 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	if fs.NArg() > 0 {
 		return fail(fmt.Errorf("unexpected argument %q: status takes only options", fs.Arg(0)))
 	}
-	c, err := daemonClient(e, *addr)
+	// Try every address, but answer within seconds when none is up.
+	c, err := daemonClient(e, *addr, client.WithRetry(3*time.Second))
 	if err != nil {
 		return fail(err)
 	}
@@ -94,6 +95,17 @@ func writeStatus(w io.Writer, st api.Status) {
 		hash = hash[:12]
 	}
 	fmt.Fprintf(w, "Config version %d (hash %s, state version %d)\n", st.ConfigVersion, hash, st.StateVersion)
+	switch l := st.Leader; {
+	case st.Role == "leader":
+		fmt.Fprintf(w, "Role: leader (epoch %d)\n", st.Epoch)
+	case l != nil:
+		fmt.Fprintf(w, "Role: standby; the leader is %s at %s (epoch %d, since %s)\n", l.Holder, l.Address, l.Epoch, l.Since.Format(time.RFC3339))
+	default:
+		fmt.Fprintf(w, "Role: standby; no daemon leads the stack right now\n")
+	}
+	if st.Leader != nil && !st.ConfigMatchesLeader {
+		fmt.Fprintf(w, "WARNING: this daemon's configuration (hash %s) differs from the leader's; check the files of every replica\n", hash)
+	}
 	lr := st.LastReload
 	if lr.OK {
 		fmt.Fprintf(w, "Last reload: ok at %s (%.1f ms)\n", lr.At.Format(time.RFC3339), lr.DurationMS)
