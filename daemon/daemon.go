@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +145,12 @@ type Daemon struct {
 func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Mode != ModeWatch && opts.Mode != ModeServe {
 		return nil, fmt.Errorf("daemon: unknown mode %q; use %q or %q", opts.Mode, ModeWatch, ModeServe)
+	}
+	if opts.Advertise != "" {
+		if u, err := url.Parse(opts.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("daemon: advertise address %q: use the URL other replicas reach this daemon at, such as http://10.0.0.5:7070", opts.Advertise)
+		}
+		opts.Advertise = strings.TrimRight(opts.Advertise, "/")
 	}
 	if opts.Mode == ModeWatch && opts.Path == "" {
 		return nil, errors.New("daemon: watch mode needs the configuration directory or file")

@@ -147,7 +147,7 @@ func TestServeWithoutADocument(t *testing.T) {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
-	for _, o := range []Options{{Mode: "other"}, {Mode: ModeWatch}} {
+	for _, o := range []Options{{Mode: "other"}, {Mode: ModeWatch}, {Mode: ModeServe, Advertise: "10.0.0.5:7070"}} {
 		if _, err := New(context.Background(), o); err == nil || !strings.Contains(err.Error(), "daemon:") {
 			t.Errorf("New(%+v) = %v, want an error", o, err)
 		}

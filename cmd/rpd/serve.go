@@ -27,6 +27,12 @@ token in the rpd block).
 
 SIGHUP re-reads the state store at once; SIGTERM and SIGINT drain in-flight
 requests and exit 0.
+
+Several daemons may serve one stack (docs/ha.md): the one holding the
+stack's leader lease arbitrates pools, budgets and VM ceilings; the others forward those requests to it (at its
+-advertise URL, default http://LISTEN) and serve runner pickup themselves.
+A daemon that loses the lease restarts as a standby; SIGTERM on the leader
+releases the lease, so a standby takes over at once.
 `
 
 func runServe(ctx context.Context, e *env, args []string) int {

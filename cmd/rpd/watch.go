@@ -24,6 +24,13 @@ shown in GET /v1/status. An invalid configuration at start-up exits 1.
 A non-loopback -listen address needs a bearer token (RPD_TOKEN or token in
 the rpd block). SIGHUP reloads at once; SIGTERM and SIGINT drain in-flight
 requests and exit 0.
+
+Several daemons may serve one stack (docs/ha.md): the one holding the
+stack's leader lease arbitrates pools, budgets and VM ceilings and applies
+the configuration; the others forward those requests to it (at its
+-advertise URL, default http://LISTEN) and serve runner pickup themselves.
+A daemon that loses the lease restarts as a standby; SIGTERM on the leader
+releases the lease, so a standby takes over at once.
 `
 
 func runWatch(ctx context.Context, e *env, args []string) int {
