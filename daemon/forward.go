@@ -22,8 +22,8 @@ const forwardedHeader = "X-Rpd-Forwarded-By"
 // budgets and VM ceilings. Runner pickup, status, metrics and probes are
 // served by every daemon.
 func arbitrated(path string) bool {
-	for _, p := range []string{"/v1/pools", "/v1/leases/", "/v1/budgets", "/v1/ceilings"} {
-		if strings.HasPrefix(path, p) {
+	for _, p := range []string{"/v1/pools", "/v1/leases", "/v1/budgets", "/v1/ceilings"} {
+		if path == p || strings.HasPrefix(path, p+"/") {
 			return true
 		}
 	}

@@ -252,3 +252,16 @@ func TestPickupScalesOutAcrossReplicas(t *testing.T) {
 		t.Fatalf("picked up %d of %d instances, %d by the leader and %d by the standby; want all, by both", len(got), n, served[a], served[b])
 	}
 }
+
+func TestArbitratedRoutes(t *testing.T) {
+	for path, want := range map[string]bool{
+		"/v1/pools": true, "/v1/pools/db/acquire": true, "/v1/leases": true, "/v1/leases/db.x-1/heartbeat": true,
+		"/v1/budgets/scan/permits": true, "/v1/ceilings": true, "/v1/ceilings/vms/usage": true,
+		"/v1/poolsx": false, "/v1/classes/medium/pickup": false, "/v1/instances/i-1/release": false,
+		"/v1/status": false, "/metrics": false, "/healthz": false, "/": false,
+	} {
+		if got := arbitrated(path); got != want {
+			t.Errorf("arbitrated(%q) = %v; want %v", path, got, want)
+		}
+	}
+}
