@@ -38,9 +38,6 @@ func newDeleteQueue(what string, del func(context.Context, string) error, log *s
 	return q
 }
 
-// deleteWorkers bounds the deletes a deleteQueue writes at once.
-const deleteWorkers = 16
-
 // maxQueued bounds the backlog: beyond it a delete is written synchronously.
 const maxQueued = 4096
 
@@ -76,12 +73,6 @@ func (q *deleteQueue) run() {
 		q.queue = nil
 		closed := q.closed
 		q.mu.Unlock()
-		// Up to deleteWorkers deletes in flight: on a backend with a
-		// round trip per delete (DynamoDB) one at a time falls behind
-		// the releases, and every record left behind is a slot a new
-		// leader would count until its TTL.
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, deleteWorkers)
 		for _, id := range batch {
 			sem <- struct{}{}
 			wg.Go(func() {
