@@ -60,8 +60,13 @@ func newForwarder(d *Daemon) *forwarder {
 		},
 		Transport: transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() != nil {
-				return // the client went away
+			// Always an answer, even when r's context ended: that is also
+			// how a shutdown ends a forwarded long-poll, and an empty
+			// answer would read as a 200. (A client that went away
+			// reads nothing.)
+			if d.stopping.Load() {
+				writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, errShuttingDown.Error())
+				return
 			}
 			leader := r.Context().Value(leaderURLKey{}).(*url.URL).String()
 			d.elector.wake() // it may have released the lease, or died

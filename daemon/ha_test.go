@@ -265,3 +265,30 @@ func TestArbitratedRoutes(t *testing.T) {
 		}
 	}
 }
+
+// A standby that shuts down while it forwards a long-poll answers it 503,
+// never an empty 200.
+func TestStandbyShutdownAnswersForwardedLongPoll(t *testing.T) {
+	a, b := haPair(t, "pool \"db\" {\n  slots = 1\n}\n")
+	ctx := ctxT(t)
+	if _, err := a.c.Acquire(ctx, "db", api.AcquireRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := b.c.Acquire(ctx, "db", api.AcquireRequest{WaitSeconds: 30})
+		got <- err
+	}()
+	waitFor(t, "the forwarded waiter", func() bool { ps, _ := a.c.Pool(ctx, "db"); return ps.Queued == 1 })
+	if err := b.stop(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if ae := apiErr(t, err); ae.Status != http.StatusServiceUnavailable {
+			t.Fatalf("the forwarded long-poll at shutdown = %v; want 503", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the forwarded long-poll did not answer at shutdown")
+	}
+}

@@ -117,7 +117,10 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 			return 1
 		}
 		err = runDaemon(ctx, d, hup, log)
-		if errors.Is(err, daemon.ErrSteppedDown) && ctx.Err() == nil {
+		if errors.Is(err, daemon.ErrSteppedDown) {
+			if ctx.Err() != nil {
+				return 0 // asked to stop while stepping down
+			}
 			// It holds nothing now; a fresh daemon starts as a standby.
 			log.Info("restarting as a standby")
 			continue
