@@ -30,7 +30,7 @@ bearer token is RPD_TOKEN. Exit status 1 when the daemon cannot be reached,
 
 func runStatus(ctx context.Context, e *env, args []string) int {
 	fs := newFlagSet("status", "[options]", statusHelp)
-	addr := fs.String("addr", "", "daemon address HOST:PORT (default $RPD_ADDR, else 127.0.0.1:7070)")
+	addr := fs.String("addr", "", "daemon address HOST:PORT, or several separated by commas (default $RPD_ADDR, else 127.0.0.1:7070)")
 	asJSON := fs.Bool("json", false, "print GET /v1/status as JSON (with -v, {\"status\": ..., \"leases\": [...]})")
 	verbose := fs.Bool("v", false, "also list the holders and waiters of every pool, budget and ceiling")
 	if code, ok := parseFlags(e, fs, args); !ok {
