@@ -201,6 +201,20 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 			r.destroy = true
 		}
 	}
+	if plan.Destroy && !plan.HasChanges() {
+		// Nothing to destroy, possibly nothing ever created: on aws the
+		// lock's table may not exist, and there is nothing to lock for.
+		var err error
+		if held != nil {
+			err = releaseLock(ctx, held)
+		}
+		av.Result(&reconcile.ApplyResult{}, err)
+		if err != nil {
+			view.Error(err)
+			return 1
+		}
+		return 0
+	}
 	workCtx, stop, unhook := interruptible(ctx, e)
 	defer unhook()
 	if plan.HasChanges() && !*asJSON {

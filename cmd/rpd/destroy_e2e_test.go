@@ -35,6 +35,9 @@ func TestE2EGuardAndDestroy(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, be e2eBackend) {
 		ctx := context.Background()
 		w, stack := setup(t, be)
+		// A stack never applied (on aws: no tables, so no lock table).
+		r := w.must(0, "destroy", "-auto-approve", "-no-color")
+		contains(t, r, "stdout", "No objects need to be destroyed.")
 		w.must(0, "apply", "-auto-approve", "-no-color")
 		b := asBackend(t, be.open(t, w, stack))
 		if err := b.Queue(stack+"-rp-small").Send(ctx, `{"instanceId":"i-1"}`, 0); err != nil {
@@ -46,7 +49,7 @@ func TestE2EGuardAndDestroy(t *testing.T) {
 
 		w.write("main.hcl", be.header(stack)+strings.Replace(e2eBody, "runner_class \"small\" {\n  cpu = 1\n  mem = \"2GiB\"\n}\n", "", 1))
 		for _, args := range [][]string{{"plan", "-no-color"}, {"apply", "-auto-approve", "-no-color"}} {
-			r := w.must(1, args...)
+			r = w.must(1, args...)
 			contains(t, r, "stderr", "queue.small: queue "+stack+"-rp-small holds 1 idle runner")
 			contains(t, r, "stderr", "-allow-destroy-nonempty")
 			if strings.Contains(r.stdout, "Destroying...") || strings.Contains(r.stdout, "Creating...") {
@@ -58,7 +61,7 @@ func TestE2EGuardAndDestroy(t *testing.T) {
 		}
 
 		w.write("main.hcl", be.header(stack)+e2eBody)
-		r := w.must(1, "destroy", "-auto-approve", "-no-color")
+		r = w.must(1, "destroy", "-auto-approve", "-no-color")
 		contains(t, r, "stderr", "holds 1 idle runner")
 		contains(t, r, "stderr", "pool.database_pool: 1 slot held")
 		r = w.must(2, "plan", "-destroy", "-allow-destroy-nonempty", "-detailed-exitcode", "-no-color")
