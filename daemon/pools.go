@@ -79,11 +79,18 @@ func (s *poolSet) prepare(in *input) (commitFunc, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	prios := map[string]int{}
-	for name, p := range in.doc.Priorities {
+	prios := priorityWeights(in.doc)
+	return func() ([]string, error) { return s.commit(entries, prios) }, nil
+}
+
+// priorityWeights is the one conversion of the document's priorities: the
+// weight a request's priority_name stands for.
+func priorityWeights(doc *reconcile.RuntimeDoc) map[string]int {
+	prios := make(map[string]int, len(doc.Priorities))
+	for name, p := range doc.Priorities {
 		prios[name] = p.Weight
 	}
-	return func() ([]string, error) { return s.commit(entries, prios) }, nil
+	return prios
 }
 
 func (s *poolSet) commit(entries map[string]reconcile.PoolEntry, prios map[string]int) ([]string, error) {

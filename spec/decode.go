@@ -101,6 +101,31 @@ var (
 	prioritySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "weight", Required: true}}}
 )
 
+// blockSchemas are the schemas above by block path: a nested block is
+// "parent.type", a backend "rpd.backend.<type>".
+var blockSchemas = map[string]*hcl.BodySchema{
+	"rpd": rpdSchema, "rpd.backend.local": localSchema, "rpd.backend.aws": awsSchema,
+	"runner_class": classSchema, "runner_class.queue": queueSchema, "runner_class.pickup": pickupSchema,
+	"budget": budgetSchema, "vm_ceiling": ceilingSchema, "vm_ceiling.usage": usageSchema,
+	"pool": poolSchema, "priority": prioritySchema,
+}
+
+// Schema lists the attributes of every block of the language, by block
+// path ("pool", "runner_class.queue", "rpd.backend.local"), read from the
+// schemas the decoder itself uses: tests and tools that must cover every
+// attribute start here, so a new one cannot be left out.
+func Schema() map[string][]string {
+	out := make(map[string][]string, len(blockSchemas))
+	for path, schema := range blockSchemas {
+		names := []string{}
+		for _, a := range schema.Attributes {
+			names = append(names, a.Name)
+		}
+		out[path] = names
+	}
+	return out
+}
+
 // decode is phase five and six: every block into its typed form, then the
 // rules that span objects.
 func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
