@@ -247,11 +247,19 @@ func (s *poolSet) get(name string) (api.PoolDetail, error) {
 	return api.PoolDetail{PoolStatus: ps, Holders: holders}, nil
 }
 
-// acquire grants slots of a declared pool; a removed pool (kept for its
-// holders) grants nothing.
-func (s *poolSet) acquire(ctx context.Context, name string, req pools.Request) (*pools.Lease, error) {
-	if s.retained(name) {
+// acquire grants slots of a declared pool, waiting up to wait (at most
+// the pool's max_wait); a removed pool (kept for its holders) grants
+// nothing.
+func (s *poolSet) acquire(ctx context.Context, name string, req pools.Request, wait time.Duration) (*pools.Lease, error) {
+	s.mu.Lock()
+	e, declared := s.decl[name]
+	_, gone := s.gone[name]
+	s.mu.Unlock()
+	if gone {
 		return nil, notFound("pool %q was removed from the configuration; it is kept only until its holders release", name)
+	}
+	if limit := time.Duration(e.MaxWait); declared && limit > 0 && wait > limit {
+		return nil, badRequest("wait_seconds %v is above pool %s's max_wait of %s: ask for at most %v seconds", wait.Seconds(), name, e.MaxWait, limit.Seconds())
 	}
 	return s.mgr.Acquire(ctx, name, req)
 }
@@ -402,7 +410,7 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	lease, err := d.comp.pools.acquire(ctx, name, pr)
+	lease, err := d.comp.pools.acquire(ctx, name, pr, wait)
 	if err != nil {
 		switch {
 		case wait == 0 && errors.Is(err, pools.ErrTimeout):

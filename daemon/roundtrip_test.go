@@ -58,7 +58,7 @@ var roundTripSamples = map[string]string{
 	"vm_ceiling.usage.url": `"http://127.0.0.1:10/other"`, "vm_ceiling.usage.field": `"data.active"`,
 	"vm_ceiling.usage.timeout": `"2s"`,
 	"pool.slots":               "5", "pool.description": `"heavy queries"`, "pool.lease_ttl": `"10m"`,
-	"pool.max_queued": "3", "pool.allow_destroy": "true",
+	"pool.max_queued": "3", "pool.allow_destroy": "true", "pool.max_wait": `"5s"`,
 	"priority.weight": "7",
 }
 
@@ -68,6 +68,7 @@ var roundTripSamples = map[string]string{
 // it does with them.
 var setEnforced = map[string]string{
 	"pool.allow_destroy":         "poolSet.commit marks the removed pool to drop its holders (TestRemovedPoolWithAllowDestroyDropsHolders)",
+	"pool.max_wait":              "poolSet.acquire refuses a longer wait_seconds (TestPoolMaxWait)",
 	"runner_class.allow_destroy": "reconcile's apply guard, which lets a non-empty queue be deleted",
 }
 

@@ -98,6 +98,7 @@ type PoolEntry struct {
 	Description  string   `json:"description,omitempty"`
 	LeaseTTL     Duration `json:"lease_ttl"`
 	MaxQueued    int      `json:"max_queued"`
+	MaxWait      Duration `json:"max_wait,omitzero"` // 0: no bound on wait_seconds
 	AllowDestroy bool     `json:"allow_destroy,omitempty"`
 }
 
@@ -271,7 +272,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 		d.VMCeilings[v.Name] = e
 	}
 	for _, p := range cfg.Pools {
-		d.Pools[p.Name] = PoolEntry{Slots: p.Slots, Description: p.Description, LeaseTTL: Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, AllowDestroy: p.AllowDestroy}
+		d.Pools[p.Name] = PoolEntry{Slots: p.Slots, Description: p.Description, LeaseTTL: Duration(p.LeaseTTL), MaxQueued: p.MaxQueued, MaxWait: Duration(p.MaxWait), AllowDestroy: p.AllowDestroy}
 	}
 	for _, p := range cfg.Priorities {
 		d.Priorities[p.Name] = PriorityEntry{Weight: p.Weight}

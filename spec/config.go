@@ -154,6 +154,9 @@ type Pool struct {
 	Description string
 	LeaseTTL    time.Duration // 0 = the daemon's default TTL (api.DefaultTTLSeconds)
 	MaxQueued   int           // 0 = unbounded
+	// MaxWait bounds the wait_seconds a request for the pool may ask for;
+	// 0 = no bound (beyond the API's own).
+	MaxWait time.Duration
 	// AllowDestroy lets apply/watch delete the pool even while slots are held.
 	AllowDestroy bool
 

@@ -96,7 +96,7 @@ var (
 		{Name: "url", Required: true}, {Name: "field"}, {Name: "timeout"},
 	}}
 	poolSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "slots"}, {Name: "description"}, {Name: "lease_ttl"}, {Name: "max_queued"}, {Name: "allow_destroy"},
+		{Name: "slots"}, {Name: "description"}, {Name: "lease_ttl"}, {Name: "max_queued"}, {Name: "allow_destroy"}, {Name: "max_wait"},
 	}}
 	prioritySchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "weight", Required: true}}}
 )
@@ -516,6 +516,9 @@ func (d *decoder) pool(b *hcl.Block) Pool {
 	}
 	if n, ok := d.integer(attrs["max_queued"], 0, math.MaxInt32, ""); ok {
 		p.MaxQueued = n
+	}
+	if v, ok := d.duration(attrs["max_wait"], 0, maxLong, false, ""); ok {
+		p.MaxWait = v
 	}
 	if v, ok := d.boolean(attrs["allow_destroy"]); ok {
 		p.AllowDestroy = v
