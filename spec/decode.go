@@ -104,7 +104,7 @@ var (
 // blockSchemas are the schemas above by block path: a nested block is
 // "parent.type", a backend "rpd.backend.<type>".
 var blockSchemas = map[string]*hcl.BodySchema{
-	"rpd": rpdSchema, "rpd.backend.local": localSchema, "rpd.backend.aws": awsSchema,
+	"rpd": rpdSchema, "rpd.backend.local": localSchema, "rpd.backend.aws": awsSchema, "rpd.ha": haSchema,
 	"runner_class": classSchema, "runner_class.queue": queueSchema, "runner_class.pickup": pickupSchema,
 	"budget": budgetSchema, "vm_ceiling": ceilingSchema, "vm_ceiling.usage": usageSchema,
 	"pool": poolSchema, "priority": prioritySchema,
