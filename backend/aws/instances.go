@@ -2,9 +2,11 @@ package aws
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -42,7 +44,8 @@ func fromUnixNanos(v int64) time.Time {
 }
 
 // instanceItem is the item form of a record. An empty owner is left out,
-// so the item never holds an empty string.
+// so the item never holds an empty string (and the byOwner index holds
+// only owned items); so is a zero claim deadline.
 func instanceItem(in pickup.Instance) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		"instanceId": s(in.ID),
@@ -52,6 +55,9 @@ func instanceItem(in pickup.Instance) map[string]types.AttributeValue {
 		"memMiB":     n(int64(in.MemMiB)),
 		"threshold":  n(unixNanos(in.Threshold)),
 		"updatedAt":  n(unixNanos(in.UpdatedAt)),
+	}
+	if !in.ClaimExpires.IsZero() {
+		item["claimExpires"] = n(unixNanos(in.ClaimExpires))
 	}
 	for k, v := range map[string]string{"owner": in.Owner, "usageClass": in.UsageClass, "instanceType": in.InstanceType, "resourceClass": in.ResourceClass} {
 		if v != "" {
@@ -128,6 +134,7 @@ func parseInstance(item map[string]types.AttributeValue) (pickup.Instance, error
 		ResourceClass: r.str("resourceClass"),
 		Threshold:     fromUnixNanos(r.num("threshold")),
 		UpdatedAt:     fromUnixNanos(r.num("updatedAt")),
+		ClaimExpires:  fromUnixNanos(r.num("claimExpires")),
 	}
 	return in, r.err
 }
@@ -194,12 +201,27 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 		names["#threshold"] = "threshold"
 		values[":now"] = n(unixNanos(tr.Now))
 	}
+	if !tr.LapsedBy.IsZero() {
+		cond += " AND #claimExpires <= :lapsedBy" // false when the attribute is absent
+		values[":lapsedBy"] = n(unixNanos(tr.LapsedBy))
+	}
+	names["#claimExpires"] = "claimExpires"
 	update := "SET #state = :to, #updated = :updated"
+	var remove []string
 	if tr.Owner == "" {
-		update += " REMOVE #owner"
+		remove = append(remove, "#owner")
 	} else {
 		update += ", #owner = :owner"
 		values[":owner"] = s(tr.Owner)
+	}
+	if tr.ClaimExpires.IsZero() {
+		remove = append(remove, "#claimExpires")
+	} else {
+		update += ", #claimExpires = :claimExpires"
+		values[":claimExpires"] = n(unixNanos(tr.ClaimExpires))
+	}
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	table := t.b.tableName(RoleInstances)
 	out, err := t.b.ddb.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -224,9 +246,61 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 	return in, nil
 }
 
+// ClaimedBy returns the records of one class claimed by owner, by ID. It
+// queries the byOwner index (sparse: only owned items are in it) and reads
+// each hit again consistently, since an index is eventually consistent: a
+// hit that is no longer owner's claim is left out. An index lags the table
+// by a fraction of a second, so a claim committed that recently may be
+// missed. On a table without the index (created by an older rpd and not
+// yet upgraded by EnsureTables) it falls back to a consistent Scan.
+func (t *InstanceTable) ClaimedBy(ctx context.Context, class, owner string) ([]pickup.Instance, error) {
+	if owner == "" {
+		return nil, fmt.Errorf("instances of class %s claimed by an empty owner: name the owner", class)
+	}
+	table := t.b.tableName(RoleInstances)
+	names := map[string]string{"#owner": "owner", "#class": "class", "#state": "state"}
+	values := map[string]types.AttributeValue{":owner": s(owner), ":class": s(class), ":claimed": s(string(pickup.StateClaimed))}
+	key, filter := "#owner = :owner", "#class = :class AND #state = :claimed"
+	p := dynamodb.NewQueryPaginator(t.b.ddb, &dynamodb.QueryInput{
+		TableName: &table, IndexName: awssdk.String(ownerIndex), KeyConditionExpression: &key, FilterExpression: &filter,
+		ExpressionAttributeNames: names, ExpressionAttributeValues: values,
+	})
+	var hits []string
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if isMissingIndex(err) {
+			return t.scan(ctx, "#class = :class AND #state = :claimed AND #owner = :owner", names, values)
+		}
+		if err != nil {
+			return nil, ddbError("Query", table+"/"+ownerIndex, fmt.Errorf("class %s owner %q: %w", class, owner, err))
+		}
+		for _, item := range page.Items {
+			in, err := parseInstance(item)
+			if err != nil {
+				return nil, fmt.Errorf("dynamodb Query %s/%s: malformed instance %q: %w", table, ownerIndex, in.ID, err)
+			}
+			hits = append(hits, in.ID)
+		}
+	}
+	var out []pickup.Instance
+	for _, id := range hits {
+		in, err := t.Get(ctx, id)
+		if errors.Is(err, pickup.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if in.Class == class && in.State == pickup.StateClaimed && in.Owner == owner {
+			out = append(out, in)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
 // List returns the records of one class in one state ("" = any), by ID.
 func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
-	table := t.b.tableName(RoleInstances)
 	filter := "#class = :class"
 	names := map[string]string{"#class": "class"}
 	values := map[string]types.AttributeValue{":class": s(class)}
@@ -235,6 +309,12 @@ func (t *InstanceTable) List(ctx context.Context, class string, state pickup.Sta
 		names["#state"] = "state"
 		values[":state"] = s(string(state))
 	}
+	return t.scan(ctx, filter, names, values)
+}
+
+// scan is a consistent, filtered Scan of the table, sorted by ID.
+func (t *InstanceTable) scan(ctx context.Context, filter string, names map[string]string, values map[string]types.AttributeValue) ([]pickup.Instance, error) {
+	table := t.b.tableName(RoleInstances)
 	p := dynamodb.NewScanPaginator(t.b.ddb, &dynamodb.ScanInput{
 		TableName: &table, FilterExpression: &filter, ExpressionAttributeNames: names, ExpressionAttributeValues: values,
 		ConsistentRead: awssdk.Bool(true),
@@ -243,7 +323,7 @@ func (t *InstanceTable) List(ctx context.Context, class string, state pickup.Sta
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, ddbError("Scan", table, fmt.Errorf("class %s: %w", class, err))
+			return nil, ddbError("Scan", table, fmt.Errorf("%s: %w", filter, err))
 		}
 		for _, item := range page.Items {
 			in, err := parseInstance(item)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/rpdhq/rpd/backend"
 )
@@ -16,7 +18,9 @@ import (
 // The DynamoDB layout. All tables are on-demand (PAY_PER_REQUEST).
 //
 //	<prefix>-instances  hash key instanceId (S). One item per instance, so
-//	                    transitions spread over partitions.
+//	                    transitions spread over partitions. Global secondary
+//	                    index byOwner (hash key owner, all attributes): a
+//	                    retried pickup finds its owner's claim with one Query.
 //	<prefix>-state      hash key pk (S). Per stack two items:
 //	                    "state#<stack>" {doc B, version N, sha256 S} and
 //	                    "lock#<stack>" {lockId, who, operation S, created, expires N}.
@@ -37,17 +41,74 @@ type TableInfo struct {
 	// Problem is non-empty when the table exists with a key schema this
 	// backend cannot use.
 	Problem string
+	// MissingIndex: the table exists without the global secondary index
+	// this rpd uses (created by an older one); EnsureTables adds it.
+	MissingIndex bool
+}
+
+func hasIndex(gsis []types.GlobalSecondaryIndexDescription, name string) bool {
+	for _, g := range gsis {
+		if awssdk.ToString(g.IndexName) == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isMissingIndex reports whether err is DynamoDB's answer to a Query on an
+// index the table does not have.
+func isMissingIndex(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "ValidationException" &&
+		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "index")
+}
+
+// waitIndex waits (up to two minutes) until the instances table's owner
+// index is ACTIVE: one added to an existing table is back-filled first.
+func (b *Backend) waitIndex(ctx context.Context, table string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		d, err := b.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: awssdk.String(table)})
+		if err != nil {
+			return fmt.Errorf("dynamodb DescribeTable %s: %w", table, err)
+		}
+		for _, g := range d.Table.GlobalSecondaryIndexes {
+			if awssdk.ToString(g.IndexName) == ownerIndex && g.IndexStatus == types.IndexStatusActive {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dynamodb table %s: index %s did not become ACTIVE within two minutes", table, ownerIndex)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func ownerIndexSpec(attr string) types.GlobalSecondaryIndex {
+	return types.GlobalSecondaryIndex{
+		IndexName:  awssdk.String(ownerIndex),
+		KeySchema:  []types.KeySchemaElement{{AttributeName: awssdk.String(attr), KeyType: types.KeyTypeHash}},
+		Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+	}
 }
 
 type tableSpec struct {
 	role      string
 	hash, rng string
+	index     string // a global secondary index on attribute index ("" = none)
 }
 
+// ownerIndex is the instances table's index by owner.
+const ownerIndex = "byOwner"
+
 var tableSpecs = []tableSpec{
-	{RoleInstances, "instanceId", ""},
-	{RoleState, "pk", ""},
-	{RoleLeases, "stack", "leaseId"},
+	{RoleInstances, "instanceId", "", "owner"},
+	{RoleState, "pk", "", ""},
+	{RoleLeases, "stack", "leaseId", ""},
 }
 
 func (b *Backend) tableName(role string) string { return b.prefix + "-" + role }
@@ -68,6 +129,7 @@ func (b *Backend) TableStatus(ctx context.Context) ([]TableInfo, error) {
 			info.Exists = true
 			info.Status = string(d.Table.TableStatus)
 			info.Problem = keySchemaProblem(ts, d.Table.KeySchema)
+			info.MissingIndex = ts.index != "" && !hasIndex(d.Table.GlobalSecondaryIndexes, ownerIndex)
 		}
 		out = append(out, info)
 	}
@@ -102,10 +164,24 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 		if info.Problem != "" {
 			return fmt.Errorf("dynamodb table %s: %s", info.Name, info.Problem)
 		}
+		ts := tableSpecs[i]
+		if info.Exists && info.MissingIndex {
+			_, err := b.ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+				TableName:            awssdk.String(info.Name),
+				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String(ts.index), AttributeType: types.ScalarAttributeTypeS}},
+				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+					IndexName: awssdk.String(ownerIndex), KeySchema: ownerIndexSpec(ts.index).KeySchema,
+					Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+				}}},
+			})
+			if err != nil {
+				return fmt.Errorf("dynamodb UpdateTable %s (adding index %s): %w", info.Name, ownerIndex, err)
+			}
+			b.log.Info("added DynamoDB index", "table", info.Name, "index", ownerIndex)
+		}
 		if info.Exists {
 			continue
 		}
-		ts := tableSpecs[i]
 		in := &dynamodb.CreateTableInput{
 			TableName:   awssdk.String(info.Name),
 			BillingMode: types.BillingModePayPerRequest,
@@ -117,6 +193,10 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 		if ts.rng != "" {
 			in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: awssdk.String(ts.rng), AttributeType: types.ScalarAttributeTypeS})
 			in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: awssdk.String(ts.rng), KeyType: types.KeyTypeRange})
+		}
+		if ts.index != "" {
+			in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: awssdk.String(ts.index), AttributeType: types.ScalarAttributeTypeS})
+			in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{ownerIndexSpec(ts.index)}
 		}
 		_, err := b.ddb.CreateTable(ctx, in)
 		var inUse *types.ResourceInUseException
@@ -132,6 +212,11 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 	for _, info := range infos {
 		if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: awssdk.String(info.Name)}, 2*time.Minute); err != nil {
 			return fmt.Errorf("dynamodb table %s did not become ACTIVE: %w", info.Name, err)
+		}
+		if info.Role == RoleInstances {
+			if err := b.waitIndex(ctx, info.Name); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

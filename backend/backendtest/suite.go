@@ -108,6 +108,8 @@ func Run(t *testing.T, f Factory) {
 		{"TransitionConditions", testTransitionConditions},
 		{"InstanceList", testInstanceList},
 		{"ThresholdRange", testThresholdRange},
+		{"ClaimDeadline", testClaimDeadline},
+		{"ClaimedBy", testClaimedBy},
 		{"TransientVsConditionFailed", testTransient},
 		{"StateCAS", testStateCAS},
 		{"StateCASRace", testStateCASRace},
@@ -747,6 +749,111 @@ func testInstanceList(t *testing.T, h *Harness) {
 	}
 }
 
+// testClaimDeadline: a claim's deadline is stored, survives reads, is
+// cleared by a transition without one, and LapsedBy claims only a record
+// whose deadline is set and passed.
+func testClaimDeadline(t *testing.T, h *Harness) {
+	c := ctx(t)
+	now := h.Now().Truncate(time.Microsecond)
+	id := h.Prefix + "-deadline"
+	putIdle(t, h, id, "deadline", now.Add(time.Hour))
+	deadline := now.Add(2 * time.Minute)
+	got, err := h.Instances.Transition(c, pickup.Transition{ID: id, From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "w", Now: now, ClaimExpires: deadline})
+	if err != nil || !got.ClaimExpires.Equal(deadline) {
+		t.Fatalf("claim with a deadline: %+v, %v; want ClaimExpires %v", got, err, deadline)
+	}
+	if rec, err := h.Instances.Get(c, id); err != nil || !rec.ClaimExpires.Equal(deadline) {
+		t.Fatalf("Get: %+v, %v; want ClaimExpires %v", rec, err, deadline)
+	}
+	lapse := pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "w", LapsedBy: deadline.Add(-time.Second)}
+	if _, err := h.Instances.Transition(c, lapse); !errors.Is(err, pickup.ErrConditionFailed) {
+		t.Fatalf("lapse before the deadline: %v; want ErrConditionFailed", err)
+	}
+	// A confirm: same state and owner, the deadline cleared.
+	got, err = h.Instances.Transition(c, pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateClaimed, ExpectOwner: "w", Owner: "w"})
+	if err != nil || !got.ClaimExpires.IsZero() || got.Owner != "w" {
+		t.Fatalf("confirm: %+v, %v; want claimed by w, no deadline", got, err)
+	}
+	lapse.LapsedBy = deadline.Add(time.Hour)
+	if _, err := h.Instances.Transition(c, lapse); !errors.Is(err, pickup.ErrConditionFailed) {
+		t.Fatalf("lapse of a confirmed claim: %v; want ErrConditionFailed", err)
+	}
+	// Unconfirmed and past: the lapse succeeds and clears owner and deadline.
+	id2 := h.Prefix + "-deadline2"
+	putIdle(t, h, id2, "deadline", now.Add(time.Hour))
+	if _, err := h.Instances.Transition(c, pickup.Transition{ID: id2, From: pickup.StateIdle, To: pickup.StateClaimed, Owner: "v", Now: now, ClaimExpires: deadline}); err != nil {
+		t.Fatal(err)
+	}
+	lapse.ID, lapse.ExpectOwner, lapse.LapsedBy = id2, "v", deadline
+	got, err = h.Instances.Transition(c, lapse)
+	if err != nil || got.State != pickup.StateIdle || got.Owner != "" || !got.ClaimExpires.IsZero() {
+		t.Fatalf("lapse at the deadline: %+v, %v; want idle, no owner, no deadline", got, err)
+	}
+	// Put stores a deadline too (a record restored as it was).
+	id3 := h.Prefix + "-deadline3"
+	if err := h.Instances.Put(c, pickup.Instance{ID: id3, Class: "deadline", State: pickup.StateClaimed, Owner: "u", Threshold: now.Add(time.Hour), ClaimExpires: deadline}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := h.Instances.Get(c, id3); err != nil || !rec.ClaimExpires.Equal(deadline) {
+		t.Fatalf("Get after Put: %+v, %v; want ClaimExpires %v", rec, err, deadline)
+	}
+}
+
+// testClaimedBy: the claims of one owner in one class, and nothing else.
+func testClaimedBy(t *testing.T, h *Harness) {
+	c := ctx(t)
+	class := h.Prefix + "-owned"
+	th := h.Now().Add(time.Hour)
+	for _, id := range []string{"b", "a", "c", "d"} {
+		putIdle(t, h, h.Prefix+"-o"+id, class, th)
+	}
+	putIdle(t, h, h.Prefix+"-ox", class+"x", th)
+	claim := func(id, class, owner string) {
+		t.Helper()
+		if _, err := h.Instances.Transition(c, pickup.Transition{ID: h.Prefix + "-o" + id, From: pickup.StateIdle, To: pickup.StateClaimed, Owner: owner}); err != nil {
+			t.Fatalf("claim %s: %v", id, err)
+		}
+	}
+	claim("b", class, "job-1")
+	claim("a", class, "job-1")
+	claim("c", class, "job-2")
+	claim("x", class+"x", "job-1")
+	// d: claimed by job-1, then released: no longer its claim.
+	claim("d", class, "job-1")
+	if _, err := h.Instances.Transition(c, pickup.Transition{ID: h.Prefix + "-od", From: pickup.StateClaimed, To: pickup.StateIdle, ExpectOwner: "job-1"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	// An index may lag the table a moment (DynamoDB's is eventually
+	// consistent); the emulator's does not, so one short retry suffices.
+	for range 20 {
+		list, err := h.Instances.ClaimedBy(c, class, "job-1")
+		if err != nil {
+			t.Fatalf("ClaimedBy: %v", err)
+		}
+		got = got[:0]
+		for _, in := range list {
+			got = append(got, in.ID)
+			if in.Owner != "job-1" || in.State != pickup.StateClaimed || in.Class != class {
+				t.Errorf("ClaimedBy listed %+v; want job-1's claims in %s", in, class)
+			}
+		}
+		if len(got) == 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want := []string{h.Prefix + "-oa", h.Prefix + "-ob"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ClaimedBy(job-1) = %v; want %v", got, want)
+	}
+	if list, err := h.Instances.ClaimedBy(c, class, "nobody"); err != nil || len(list) != 0 {
+		t.Errorf("ClaimedBy(nobody) = %v, %v; want none", list, err)
+	}
+	if _, err := h.Instances.ClaimedBy(c, class, ""); err == nil {
+		t.Error("ClaimedBy with an empty owner succeeded; want an error")
+	}
+}
+
 func testTransient(t *testing.T, h *Harness) {
 	table, q := h.Broken(t)
 	c := ctx(t)
@@ -756,6 +863,9 @@ func testTransient(t *testing.T, h *Harness) {
 	}
 	if _, err := table.Get(c, "i-1"); err == nil || errors.Is(err, pickup.ErrNotFound) {
 		t.Errorf("Get on a broken backend: %v; want a transient error, not ErrNotFound", err)
+	}
+	if _, err := table.ClaimedBy(c, "c", "t"); err == nil {
+		t.Errorf("ClaimedBy on a broken backend succeeded")
 	}
 	if err := q.Delete(c, "1.abc"); err == nil || errors.Is(err, pickup.ErrStaleHandle) {
 		t.Errorf("Delete on a broken backend: %v; want a transient error, not ErrStaleHandle", err)

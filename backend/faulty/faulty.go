@@ -31,6 +31,7 @@ const (
 	Get                   Op = "Get"
 	Transition            Op = "Transition"
 	List                  Op = "List"
+	ClaimedBy             Op = "ClaimedBy"
 	PutGrant              Op = "PutGrant"
 	DeleteGrant           Op = "DeleteGrant"
 	LoadGrants            Op = "LoadGrants"
@@ -230,6 +231,15 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
 	var out []pickup.Instance
 	err := t.in.do(ctx, List, func() (err error) { out, err = t.t.List(ctx, class, state); return err })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (t *InstanceTable) ClaimedBy(ctx context.Context, class, owner string) ([]pickup.Instance, error) {
+	var out []pickup.Instance
+	err := t.in.do(ctx, ClaimedBy, func() (err error) { out, err = t.t.ClaimedBy(ctx, class, owner); return err })
 	if err != nil {
 		return nil, err
 	}

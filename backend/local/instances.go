@@ -15,15 +15,15 @@ type InstanceTable struct {
 	b *Backend
 }
 
-const instanceColumns = `id, class, state, owner, usage_class, instance_type, cpu, mem_mib, resource_class, threshold_ns, updated_ns`
+const instanceColumns = `id, class, state, owner, usage_class, instance_type, cpu, mem_mib, resource_class, threshold_ns, updated_ns, claim_expires_ns`
 
 func scanInstance(row interface{ Scan(...any) error }) (pickup.Instance, error) {
 	var in pickup.Instance
 	var state string
-	var threshold, updated int64
-	err := row.Scan(&in.ID, &in.Class, &state, &in.Owner, &in.UsageClass, &in.InstanceType, &in.CPU, &in.MemMiB, &in.ResourceClass, &threshold, &updated)
+	var threshold, updated, claimExpires int64
+	err := row.Scan(&in.ID, &in.Class, &state, &in.Owner, &in.UsageClass, &in.InstanceType, &in.CPU, &in.MemMiB, &in.ResourceClass, &threshold, &updated, &claimExpires)
 	in.State = pickup.State(state)
-	in.Threshold, in.UpdatedAt = fromNanos(threshold), fromNanos(updated)
+	in.Threshold, in.UpdatedAt, in.ClaimExpires = fromNanos(threshold), fromNanos(updated), fromNanos(claimExpires)
 	return in, err
 }
 
@@ -38,8 +38,8 @@ func (t *InstanceTable) Put(ctx context.Context, in pickup.Instance) error {
 	if err := backend.ValidateStoredTime("put instance "+in.ID+": threshold", in.Threshold); err != nil {
 		return err
 	}
-	_, err := t.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO instances (`+instanceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		in.ID, in.Class, string(in.State), in.Owner, in.UsageClass, in.InstanceType, in.CPU, in.MemMiB, in.ResourceClass, nanos(in.Threshold), nanos(in.UpdatedAt))
+	_, err := t.b.wdb.ExecContext(ctx, `INSERT OR REPLACE INTO instances (`+instanceColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		in.ID, in.Class, string(in.State), in.Owner, in.UsageClass, in.InstanceType, in.CPU, in.MemMiB, in.ResourceClass, nanos(in.Threshold), nanos(in.UpdatedAt), nanos(in.ClaimExpires))
 	if err != nil {
 		return fmt.Errorf("put instance %s in %s: %w", in.ID, t.b.path, err)
 	}
@@ -72,7 +72,8 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 		updated = t.b.now()
 	}
 	in, err := scanInstance(t.b.st.transition.queryRow(ctx,
-		string(tr.To), tr.Owner, nanos(updated), tr.ID, string(tr.From), tr.ExpectOwner, nanos(tr.Now), nanos(tr.Now)))
+		string(tr.To), tr.Owner, nanos(updated), nanos(tr.ClaimExpires), tr.ID, string(tr.From), tr.ExpectOwner, nanos(tr.Now), nanos(tr.Now),
+		nanos(tr.LapsedBy), nanos(tr.LapsedBy)))
 	if errors.Is(err, sql.ErrNoRows) {
 		return pickup.Instance{}, fmt.Errorf("transition instance %s %s→%s (expected owner %q): %w", tr.ID, tr.From, tr.To, tr.ExpectOwner, pickup.ErrConditionFailed)
 	}
@@ -84,22 +85,41 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 
 // List returns the records of one class in one state ("" = any), by ID.
 func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
-	rows, err := t.b.rdb.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND (? = '' OR state = ?) ORDER BY id`,
+	out, err := t.query(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND (? = '' OR state = ?) ORDER BY id`,
 		class, string(state), string(state))
 	if err != nil {
 		return nil, fmt.Errorf("list instances of class %s in %s: %w", class, t.b.path, err)
+	}
+	return out, nil
+}
+
+// ClaimedBy returns the records of one class claimed by owner, by ID
+// (through the instances_by_owner index).
+func (t *InstanceTable) ClaimedBy(ctx context.Context, class, owner string) ([]pickup.Instance, error) {
+	if owner == "" {
+		return nil, fmt.Errorf("instances of class %s claimed by an empty owner: name the owner", class)
+	}
+	out, err := t.query(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND owner = ? AND owner != '' AND state = ? ORDER BY id`,
+		class, owner, string(pickup.StateClaimed))
+	if err != nil {
+		return nil, fmt.Errorf("instances of class %s claimed by %q in %s: %w", class, owner, t.b.path, err)
+	}
+	return out, nil
+}
+
+func (t *InstanceTable) query(ctx context.Context, query string, args ...any) ([]pickup.Instance, error) {
+	rows, err := t.b.rdb.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []pickup.Instance
 	for rows.Next() {
 		in, err := scanInstance(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list instances of class %s in %s: %w", class, t.b.path, err)
+			return nil, err
 		}
 		out = append(out, in)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list instances of class %s in %s: %w", class, t.b.path, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }

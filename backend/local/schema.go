@@ -90,6 +90,10 @@ var migrations = []string{
 		renewed_ns  INTEGER NOT NULL,
 		expires_ns  INTEGER NOT NULL
 	);`,
+	// 5: unconfirmed claims lapse (pickup.Instance.ClaimExpires), and a
+	// retried pickup finds its owner's claim by an index.
+	`ALTER TABLE instances ADD COLUMN claim_expires_ns INTEGER NOT NULL DEFAULT 0;
+	CREATE INDEX instances_by_owner ON instances(class, owner) WHERE owner != '';`,
 }
 
 // SchemaVersion is the schema version this binary writes.

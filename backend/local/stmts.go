@@ -53,8 +53,9 @@ const (
 	sqlChangeVis     = `UPDATE messages SET visible_ms = ? WHERE id = ? AND queue = ? AND receipt = ?`
 
 	sqlGetInstance = `SELECT ` + instanceColumns + ` FROM instances WHERE id = ?`
-	sqlTransition  = `UPDATE instances SET state = ?, owner = ?, updated_ns = ?
+	sqlTransition  = `UPDATE instances SET state = ?, owner = ?, updated_ns = ?, claim_expires_ns = ?
 		WHERE id = ? AND state = ? AND owner = ? AND (? = 0 OR threshold_ns > ?)
+			AND (? = 0 OR (claim_expires_ns != 0 AND claim_expires_ns <= ?))
 		RETURNING ` + instanceColumns
 
 	sqlReadState = `SELECT doc, version, sha256 FROM state WHERE stack = ?`

@@ -86,19 +86,28 @@ type Instance struct {
 	ResourceClass string
 	Threshold     time.Time // the idle entry expires at this instant
 	UpdatedAt     time.Time
+	// ClaimExpires is the deadline of an unconfirmed claim: unless its owner
+	// confirms it by then, the claim lapses and the instance is idle again
+	// (Manager.Maintain). Zero: no deadline (confirmed, Config.ClaimTTL off,
+	// or not claimed).
+	ClaimExpires time.Time
 }
 
 // Transition is a conditional state change of one instance record. It
 // succeeds only if, atomically: the record exists, its state is From, its
-// owner equals ExpectOwner ("" = no owner) and, when Now is non-zero, its
-// Threshold is after Now. On success the record's state becomes To, its owner
-// Owner, and UpdatedAt Now (or the backend's clock when Now is zero).
+// owner equals ExpectOwner ("" = no owner), when Now is non-zero its
+// Threshold is after Now, and when LapsedBy is non-zero its ClaimExpires is
+// set and not after LapsedBy. On success the record's state becomes To, its
+// owner Owner, its ClaimExpires ClaimExpires (zero clears it), and UpdatedAt
+// Now (or the backend's clock when Now is zero).
 type Transition struct {
-	ID          string
-	From, To    State
-	ExpectOwner string
-	Owner       string
-	Now         time.Time
+	ID           string
+	From, To     State
+	ExpectOwner  string
+	Owner        string
+	Now          time.Time
+	LapsedBy     time.Time
+	ClaimExpires time.Time
 }
 
 // InstanceTable is the table of instances with atomic conditional transitions.
@@ -115,6 +124,10 @@ type InstanceTable interface {
 	// List returns the records of one class in one state ("" = any state),
 	// ordered by ID.
 	List(ctx context.Context, class string, state State) ([]Instance, error)
+	// ClaimedBy returns the records of one class claimed by owner, ordered
+	// by ID: how a retried pickup finds the instance its first attempt
+	// claimed. It must see every committed claim (a consistent read).
+	ClaimedBy(ctx context.Context, class, owner string) ([]Instance, error)
 }
 
 var (

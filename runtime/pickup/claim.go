@@ -25,6 +25,9 @@ func (m *Manager) claim(ctx context.Context, w *waiter, c candidate) (Instance, 
 	ambiguous := false // an earlier attempt failed without saying whether it committed
 	for attempt := 1; ; attempt++ {
 		tr.Now = m.clock.Now()
+		if cfg.ClaimTTL > 0 {
+			tr.ClaimExpires = tr.Now.Add(cfg.ClaimTTL)
+		}
 		inst, err := m.t.Transition(ctx, tr)
 		if err == nil {
 			return m.claimed(ctx, cfg, w, c, inst), nil
@@ -135,4 +138,53 @@ func (m *Manager) undoClaim(ctx context.Context, cfg *Config, id, owner string) 
 		}
 		return err
 	})
+}
+
+// Confirm records that owner has received its claim on instance id and
+// uses it: the claim no longer lapses after Config.ClaimTTL and stays until
+// Release. Confirming a confirmed claim succeeds again, and so does a
+// confirmation that arrives after the deadline but before Maintain returned
+// the instance. It fails, changing nothing, when owner does not hold the
+// claim (released, lapsed, or never made): the error wraps
+// ErrConditionFailed.
+func (m *Manager) Confirm(ctx context.Context, id, owner string) (Instance, error) {
+	cfg := m.config()
+	if owner == "" {
+		return Instance{}, fmt.Errorf("pickup: confirming instance %s: owner is empty: name the claimant the pickup was made for", id)
+	}
+	inst, err := m.transition(ctx, cfg, Transition{ID: id, From: StateClaimed, To: StateClaimed, ExpectOwner: owner, Owner: owner})
+	if err != nil {
+		return Instance{}, fmt.Errorf("pickup: confirming instance %s for %q: %w", id, owner, err)
+	}
+	m.stats.confirmed.Add(1)
+	return inst, nil
+}
+
+// transition applies tr, retrying transient errors. A failed condition
+// after an attempt that failed ambiguously is checked against the record:
+// if it shows tr's result, the earlier attempt committed and transition
+// returns the record. Otherwise a failed condition wraps
+// ErrConditionFailed.
+func (m *Manager) transition(ctx context.Context, cfg *Config, tr Transition) (Instance, error) {
+	var inst Instance
+	ambiguous := false
+	err := m.retry(ctx, cfg, "transition", func() error {
+		got, err := m.t.Transition(ctx, tr)
+		switch {
+		case err == nil:
+			inst = got
+			return nil
+		case errors.Is(err, ErrConditionFailed):
+			if ambiguous {
+				if cur, gerr := m.t.Get(ctx, tr.ID); gerr == nil && cur.State == tr.To && cur.Owner == tr.Owner && cur.ClaimExpires.Equal(tr.ClaimExpires) {
+					inst = cur
+					return nil
+				}
+			}
+			return permanent{err}
+		}
+		ambiguous = true
+		return err
+	})
+	return inst, err
 }

@@ -34,10 +34,30 @@ const (
 	DefaultClaimAttempts   = 5
 	DefaultBackoff         = 50 * time.Millisecond
 	DefaultReleaseTimeout  = 10 * time.Second
+	DefaultHoldMisfits     = 256
 	// MaxBodySize is the largest message body parsed; anything longer is
 	// discarded with ReasonTooLarge. A well-formed entry is ~250 bytes.
 	MaxBodySize = 64 << 10
 )
+
+// NoHold, as Config.HoldMisfits, switches holding off: every misfit is
+// given back with the re-queue delay at once, the seed's algorithm.
+const NoHold = -1
+
+// Bounds of one Maintain pass.
+const (
+	// MaxScan bounds the messages one repair scan receives.
+	MaxScan = 10000
+	// MaxReoffer bounds the idle instances one repair pass re-offers.
+	MaxReoffer = 100
+	// MaxWait is the longest a request may wait for a runner (SQS's
+	// long-poll bound).
+	MaxWait = 20 * time.Second
+)
+
+// waitPoll is how often a request that waits (Requirements.Wait) looks
+// again after finding nothing.
+const waitPoll = 250 * time.Millisecond
 
 // ShortPollConfirm, as Config.EmptyConfirmWait, confirms an empty receive
 // with a second short poll instead of a long poll. Use it only with backends
@@ -60,9 +80,22 @@ type Config struct {
 
 	// Mode is ModeLease (default) or ModeDelete.
 	Mode Mode
+	// HoldMisfits is how many misfits the manager keeps received, under
+	// their visibility timeout, for the requests that come next (lease mode
+	// only; default 256; NoHold switches it off). A held misfit is offered to
+	// every new request before the queue is asked, and given back at once,
+	// never with the re-queue delay, when the bound is reached or it has
+	// been held for half of Visibility: so a stream of requests of one kind
+	// no longer hides the runners of another kind (docs/pickup.md).
+	HoldMisfits int
 	// RequeueDelay hides a misfit for this long before others see it again
-	// (default 3s, at most 15m).
+	// (default 3s, at most 15m). With holding on it applies to no misfit.
 	RequeueDelay time.Duration
+	// ClaimTTL, when positive, is how long a claim waits for its owner's
+	// Confirm: an unconfirmed claim lapses after it, and Maintain returns
+	// the instance to idle and offers it again. 0 (the default): claims
+	// need no confirmation (the seed's behaviour). At most 24h.
+	ClaimTTL time.Duration
 	// LocalExhaustion: a request that has seen the same instanceId more than
 	// this many times is locally exhausted (default 5).
 	LocalExhaustion int
@@ -116,6 +149,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.LocalExhaustion, DefaultLocalExhaustion)
 	setInt(&c.MaxTracked, DefaultMaxTracked)
 	setInt(&c.ClaimAttempts, DefaultClaimAttempts)
+	setInt(&c.HoldMisfits, DefaultHoldMisfits)
+	if c.HoldMisfits < 0 || c.Mode == ModeDelete {
+		c.HoldMisfits = NoHold // a deleted message cannot be held under a lease
+	}
 	c.InstanceTypes = append([]string(nil), c.InstanceTypes...)
 	return c
 }
@@ -162,6 +199,9 @@ func (c Config) Validate() error {
 	if c.ClaimAttempts < 0 {
 		bad("claim attempts %d is negative", c.ClaimAttempts)
 	}
+	if c.ClaimTTL < 0 || c.ClaimTTL > 24*time.Hour {
+		bad("claim ttl %v is outside 0..24h", c.ClaimTTL)
+	}
 	if c.Backoff < 0 || c.ReleaseTimeout < 0 {
 		bad("backoff %v and release timeout %v must not be negative", c.Backoff, c.ReleaseTimeout)
 	}
@@ -170,6 +210,10 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// holdFor is how long a misfit stays held: half its visibility timeout, so
+// that it is given back well before the timeout would return it anyway.
+func (c Config) holdFor() time.Duration { return c.Visibility / 2 }
 
 // confirmWait is the wait of the receive that confirms an empty one.
 func (c Config) confirmWait() time.Duration {

@@ -134,6 +134,11 @@ func (t crashTable) List(ctx context.Context, class string, s pickup.State) (out
 	return out, err
 }
 
+func (t crashTable) ClaimedBy(ctx context.Context, class, owner string) (out []pickup.Instance, err error) {
+	err = t.c.do(ctx, "ClaimedBy", func(ctx context.Context) error { out, err = t.t.ClaimedBy(ctx, class, owner); return err })
+	return out, err
+}
+
 // tally is what became of the idle instances of a crash run.
 type tally struct {
 	reachable int // idle, with a message that is or will become visible
@@ -218,6 +223,8 @@ func crashRun(t *testing.T, e *env, mode pickup.Mode, k int, kind crashKind) (ta
 	if out.lost > 0 {
 		t.Logf("calls of the run that lost %d: %v", out.lost, cp.trace)
 	}
+	cp.mu.Lock() // a held misfit's timer may still call in
+	defer cp.mu.Unlock()
 	return out, cp.calls
 }
 

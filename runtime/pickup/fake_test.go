@@ -230,10 +230,11 @@ func (t *memTable) Transition(ctx context.Context, tr pickup.Transition) (pickup
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	in, ok := t.recs[tr.ID]
-	if !ok || in.State != tr.From || in.Owner != tr.ExpectOwner || (!tr.Now.IsZero() && !in.Threshold.After(tr.Now)) {
+	lapsed := tr.LapsedBy.IsZero() || (!in.ClaimExpires.IsZero() && !in.ClaimExpires.After(tr.LapsedBy))
+	if !ok || in.State != tr.From || in.Owner != tr.ExpectOwner || (!tr.Now.IsZero() && !in.Threshold.After(tr.Now)) || !lapsed {
 		return pickup.Instance{}, fmt.Errorf("instance %s: %w", tr.ID, pickup.ErrConditionFailed)
 	}
-	in.State, in.Owner = tr.To, tr.Owner
+	in.State, in.Owner, in.ClaimExpires = tr.To, tr.Owner, tr.ClaimExpires
 	in.UpdatedAt = tr.Now
 	if in.UpdatedAt.IsZero() {
 		in.UpdatedAt = t.now()
@@ -256,6 +257,17 @@ func (t *memTable) List(ctx context.Context, class string, state pickup.State) (
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+func (t *memTable) ClaimedBy(ctx context.Context, class, owner string) ([]pickup.Instance, error) {
+	all, err := t.List(ctx, class, pickup.StateClaimed)
+	var out []pickup.Instance
+	for _, in := range all {
+		if in.Owner == owner {
+			out = append(out, in)
+		}
+	}
+	return out, err
 }
 
 var (

@@ -2,8 +2,8 @@ package pickup
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 )
 
 // Offer records inst as idle in the instance table (unconditionally) and
@@ -33,7 +33,7 @@ func (m *Manager) Offer(ctx context.Context, inst Instance) error {
 	if err != nil {
 		return fmt.Errorf("pickup: refusing to offer an instance the pool would discard: %w", err)
 	}
-	inst.State, inst.Owner, inst.UpdatedAt = StateIdle, "", now
+	inst.State, inst.Owner, inst.UpdatedAt, inst.ClaimExpires = StateIdle, "", now, time.Time{}
 	if err := m.retry(ctx, cfg, "put", func() error { return m.t.Put(ctx, inst) }); err != nil {
 		return fmt.Errorf("pickup: recording instance %s as idle failed; offer it again: %w", inst.ID, err)
 	}
@@ -77,37 +77,15 @@ func (m *Manager) Release(ctx context.Context, id, owner string, d Disposition) 
 	if d == Retire || !inst.Threshold.After(now) {
 		to = StateRetired
 	}
-	tr := Transition{ID: id, From: StateClaimed, To: to, ExpectOwner: owner}
-	ambiguous := false
-	err := m.retry(ctx, cfg, "transition", func() error {
-		got, err := m.t.Transition(ctx, tr)
-		switch {
-		case err == nil:
-			inst = got
-			return nil
-		case errors.Is(err, ErrConditionFailed):
-			// After an ambiguous failure the earlier attempt may have
-			// committed: the record then shows our transition's result.
-			if ambiguous {
-				if cur, gerr := m.t.Get(ctx, id); gerr == nil && cur.State == to && cur.Owner == "" {
-					inst = cur
-					return nil
-				}
-			}
-			return permanent{err}
-		}
-		ambiguous = true
-		return err
-	})
+	inst, err := m.transition(ctx, cfg, Transition{ID: id, From: StateClaimed, To: to, ExpectOwner: owner})
 	if err != nil {
 		return Instance{}, fmt.Errorf("pickup: releasing instance %s held by %q: %w", id, owner, err)
 	}
 	if to == StateRetired {
 		return inst, nil
 	}
-	body := EntryFor(inst).Body()
-	if err := m.retry(ctx, cfg, "send", func() error { return m.q.Send(ctx, body, 0) }); err != nil {
-		return inst, fmt.Errorf("pickup: instance %s is idle again but its message was not published; Offer it: %w", id, err)
+	if err := m.publish(ctx, cfg, inst); err != nil {
+		return inst, fmt.Errorf("pickup: instance %s is idle again but its message was not published (Maintain's repair publishes it; or Offer it): %w", id, err)
 	}
 	return inst, nil
 }

@@ -40,6 +40,19 @@ type Manager struct {
 	// deletes them with its next batch, saving a call per pass-on. Whoever
 	// leaves the manager without a leader deletes them at once.
 	settled []Message
+	// held are misfits kept received for later requests, oldest first
+	// (hold.go). No held entry meets a waiting request: a request checks
+	// them when it joins, a misfit is checked against every waiting request
+	// before it is held.
+	held      []held
+	holdTimer *time.Timer // gives back what is held too long; armed while held is non-empty
+	// owners are the retry keys with a Pickup in progress: a second call
+	// with the same owner waits for the first.
+	owners map[string]chan struct{}
+	// returning counts give-backs and scan receives outside the leader's
+	// rounds: messages that are in flight but neither visible nor held. An
+	// empty receive is confirmed only once they are done.
+	returning inflight
 
 	stats counters
 	lat   latencies
@@ -51,7 +64,7 @@ func NewManager(cfg Config, q Queue, t InstanceTable, opts Options) (*Manager, e
 	if q == nil || t == nil {
 		return nil, errors.New("pickup: NewManager needs a Queue and an InstanceTable")
 	}
-	m := &Manager{q: q, t: t, log: opts.Logger, clock: opts.Clock, depth: opts.Depth}
+	m := &Manager{q: q, t: t, log: opts.Logger, clock: opts.Clock, depth: opts.Depth, owners: map[string]chan struct{}{}}
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -135,14 +148,22 @@ func (w *waiter) send(ev event) {
 }
 
 // Pickup finds, claims and returns an idle instance of the class that meets
-// req, with owner recorded as its claimant (owner must be unique to the
-// request, e.g. the workflow run). The returned instance is claimed: give it
-// back with Release. Errors: an *ExhaustedError (errors.Is ErrExhausted) when
-// the pool has nothing for req; ctx.Err() when ctx ends first, in which case
-// any message the request held is given back and no claim is left behind;
-// otherwise a backend error that outlasted the retries, after which the
-// message it concerned has been given back. Once the claim commits, Pickup
-// returns the instance even if ctx has ended meanwhile.
+// req, with owner recorded as its claimant. owner is the request's retry
+// key: when owner already holds a claimed instance of the class that meets
+// req, Pickup returns that instance instead of claiming another, so a
+// request cut off after its claim committed (a dropped connection, a
+// restarted daemon) is retried safely with the same owner. Calls with the
+// same owner run one after the other. The returned instance is claimed:
+// confirm it (Confirm, when Config.ClaimTTL is set) and give it back with
+// Release.
+//
+// Errors: an *ExhaustedError (errors.Is ErrExhausted) when the pool has
+// nothing for req, after waiting up to req.Wait for something to appear;
+// ctx.Err() when ctx ends first, in which case any message the request held
+// is given back and no claim is left behind; otherwise a backend error that
+// outlasted the retries, after which the message it concerned has been
+// given back. Once the claim commits, Pickup returns the instance even if
+// ctx has ended meanwhile.
 func (m *Manager) Pickup(ctx context.Context, req Requirements, owner string) (Instance, error) {
 	if err := req.Validate(); err != nil {
 		return Instance{}, err
@@ -153,6 +174,90 @@ func (m *Manager) Pickup(ctx context.Context, req Requirements, owner string) (I
 	if err := ctx.Err(); err != nil {
 		return Instance{}, err
 	}
+	unlock, err := m.lockOwner(ctx, owner)
+	if err != nil {
+		return Instance{}, err
+	}
+	defer unlock()
+	if inst, ok, err := m.resume(ctx, req, owner); err != nil || ok {
+		return inst, err
+	}
+	deadline := m.clock.Now().Add(req.Wait)
+	for {
+		inst, err := m.pickupOnce(ctx, req, owner)
+		var ex *ExhaustedError
+		if !errors.As(err, &ex) {
+			return inst, err
+		}
+		left := deadline.Sub(m.clock.Now())
+		if left <= 0 {
+			if ex.Kind == Local {
+				m.stats.exhaustedLocal.Add(1)
+			} else {
+				m.stats.exhaustedGlobal.Add(1)
+			}
+			return Instance{}, err
+		}
+		if err := m.sleep(ctx, min(left, waitPoll)); err != nil {
+			return Instance{}, err
+		}
+	}
+}
+
+// lockOwner waits until no other Pickup of owner is in progress and marks
+// one as in progress; the returned func ends it.
+func (m *Manager) lockOwner(ctx context.Context, owner string) (func(), error) {
+	m.mu.Lock()
+	for {
+		busy, ok := m.owners[owner]
+		if !ok {
+			break
+		}
+		m.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		m.mu.Lock()
+	}
+	mine := make(chan struct{})
+	m.owners[owner] = mine
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		delete(m.owners, owner)
+		m.mu.Unlock()
+		close(mine)
+	}, nil
+}
+
+// resume returns the claimed instance of the class owner already holds
+// that meets req: the answer to a retried request. It reads the instance
+// table, so it also finds claims made by an earlier daemon.
+func (m *Manager) resume(ctx context.Context, req Requirements, owner string) (Instance, bool, error) {
+	cfg := m.config()
+	var claims []Instance
+	err := m.retry(ctx, cfg, "claimed-by", func() error {
+		var err error
+		claims, err = m.t.ClaimedBy(ctx, cfg.Class, owner)
+		return err
+	})
+	if err != nil {
+		return Instance{}, false, fmt.Errorf("pickup: looking up the claims of %q in class %q failed; retry the pickup with the same owner later: %w", owner, cfg.Class, err)
+	}
+	for _, inst := range claims {
+		if inst.State == StateClaimed && inst.Owner == owner && req.Matches(EntryFor(inst)) {
+			m.stats.resumed.Add(1)
+			return inst, true, nil
+		}
+	}
+	return Instance{}, false, nil
+}
+
+// pickupOnce is one attempt of Pickup: it ends with a claimed instance, an
+// error, or an *ExhaustedError.
+func (m *Manager) pickupOnce(ctx context.Context, req Requirements, owner string) (Instance, error) {
 	w := &waiter{req: req, owner: owner, start: m.clock.Now(), ch: make(chan event, 1)}
 	defer w.releases.Wait()
 	for {
@@ -175,10 +280,16 @@ func (m *Manager) Pickup(ctx context.Context, req Requirements, owner string) (I
 	}
 }
 
-// join lists w as waiting, making it the leader when there is none.
+// join assigns w a held misfit that meets it, or else lists w as waiting,
+// making it the leader when there is none.
 func (m *Manager) join(w *waiter) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if h, ok := m.takeHeldLocked(w.req); ok {
+		m.stats.passed.Add(1)
+		w.send(event{kind: evAssigned, cand: candidate{msg: h.msg, entry: h.entry}})
+		return
+	}
 	w.listed = true
 	m.waiting = append(m.waiting, w)
 	if m.leader == nil {
@@ -309,11 +420,13 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 	}
 
 	now := m.clock.Now()
+	hold := cfg.HoldMisfits > 0
 	var discards, requeues, spare []Message
 	var discarded []*DiscardError
 	m.mu.Lock()
 	deletes := m.settled
 	m.settled = nil
+	returns := m.expireHeldLocked(now) // held misfits go back at once, in either mode
 	for _, msg := range msgs {
 		e, err := ParseEntry(msg.Body)
 		if err == nil {
@@ -328,8 +441,13 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 			discarded = append(discarded, d)
 			continue
 		}
-		if len(m.waiting) == 0 {
-			spare = append(spare, msg) // everyone left: not a decision
+		if len(m.waiting) == 0 { // everyone left: not a decision
+			if hold {
+				ret, dup := m.holdLocked(cfg, msg, e, now, true)
+				returns, deletes = append(returns, ret...), append(deletes, dup...)
+			} else {
+				spare = append(spare, msg)
+			}
 			continue
 		}
 		if w := m.firstMatchLocked(e); w != nil {
@@ -339,8 +457,13 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 			continue
 		}
 		m.stats.requeued.Add(1)
-		requeues = append(requeues, msg)
 		m.sightLocked(cfg, e.InstanceID)
+		if hold {
+			ret, dup := m.holdLocked(cfg, msg, e, now, true)
+			returns, deletes = append(returns, ret...), append(deletes, dup...)
+		} else {
+			requeues = append(requeues, msg)
+		}
 	}
 	m.mu.Unlock()
 
@@ -352,6 +475,7 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 	releases.Go(func() {
 		defer rel.cancel()
 		var wg sync.WaitGroup
+		wg.Go(func() { m.batch(rel.ctx, cfg, returns, 0, false) })
 		if cfg.Mode == ModeLease {
 			wg.Go(func() { m.batch(rel.ctx, cfg, append(deletes, discards...), 0, true) })
 			wg.Go(func() { m.batch(rel.ctx, cfg, requeues, cfg.RequeueDelay, false) })
@@ -401,7 +525,6 @@ func (m *Manager) sightLocked(cfg *Config, id string) {
 			continue
 		}
 		m.unlistLocked(w)
-		m.stats.exhaustedLocal.Add(1)
 		w.send(event{kind: evDone, err: ex})
 	}
 }
@@ -413,7 +536,6 @@ func (m *Manager) endAll(err error, ex *ExhaustedError) {
 	for _, w := range m.waiting {
 		w.listed = false
 		if ex != nil {
-			m.stats.exhaustedGlobal.Add(1)
 			w.send(event{kind: evDone, err: ex})
 		} else {
 			w.send(event{kind: evDone, err: err})
@@ -425,14 +547,16 @@ func (m *Manager) endAll(err error, ex *ExhaustedError) {
 // receive receives up to n messages; an empty short poll is confirmed by a
 // second receive before it counts as empty (SQS short polls sample only
 // some servers and may come back empty while the queue is not). Either way
-// an empty result is confirmed only after the previous round's give-backs
-// have landed, so that messages this manager is handing back count.
+// an empty result is confirmed only after the previous round's give-backs,
+// and those of held misfits, have landed, so that messages this manager is
+// handing back count.
 func (m *Manager) receive(ctx context.Context, cfg *Config, n int, releases *sync.WaitGroup) ([]Message, error) {
 	msgs, err := m.receiveRetry(ctx, cfg, n, cfg.ReceiveWait)
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
 	releases.Wait()
+	m.returning.wait(ctx)
 	wait := cfg.confirmWait()
 	if cfg.ReceiveWait >= time.Second {
 		wait = 0 // the first receive was a long poll; just recheck

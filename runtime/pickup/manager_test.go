@@ -83,9 +83,10 @@ func testPassOn(t *testing.T, e *env) {
 	}
 }
 
+// testRequeue is the seed's re-queue, with holding switched off.
 func testRequeue(t *testing.T, e *env) {
 	ctx := ctxT(t)
-	m := e.manager(t, nil)
+	m := e.manager(t, func(c *pickup.Config) { c.HoldMisfits = pickup.NoHold })
 	spot := e.inst("s", pickup.UsageSpot, "m6i.large")
 	e.offer(t, m, spot)
 
@@ -185,6 +186,7 @@ func testLocalExhaustion(t *testing.T, e *env) {
 	m, err := pickup.NewManager(func() pickup.Config {
 		c := e.config()
 		c.LocalExhaustion = 2
+		c.HoldMisfits = pickup.NoHold // a held misfit is not seen again
 		if e.realTime {
 			c.ReceiveWait = 3 * time.Second // long poll through the 1s delay
 		}
@@ -355,9 +357,10 @@ func testTransient(t *testing.T, e *env) {
 		}
 		a := e.inst(fmt.Sprint("a", afterCommit), pickup.UsageOnDemand, "c6i.large")
 		e.offer(t, m, a)
-		got, err := m.Pickup(ctx, anyOnDemand, "me")
-		if err != nil || got.ID != a.ID || got.Owner != "me" {
-			t.Fatalf("afterCommit=%v: got %s/%q, %v; want %s claimed by me", afterCommit, got.ID, got.Owner, err, a.ID)
+		me := fmt.Sprint("me-", afterCommit)
+		got, err := m.Pickup(ctx, anyOnDemand, me)
+		if err != nil || got.ID != a.ID || got.Owner != me {
+			t.Fatalf("afterCommit=%v: got %s/%q, %v; want %s claimed by %s", afterCommit, got.ID, got.Owner, err, a.ID, me)
 		}
 		if s := m.Stats(ctx); s.ClaimRetried != 2 || s.ClaimLostRace != 0 {
 			t.Fatalf("afterCommit=%v: retried %d lost %d; want 2, 0", afterCommit, s.ClaimRetried, s.ClaimLostRace)
@@ -384,7 +387,7 @@ func testGiveUp(t *testing.T, e *env) {
 		if rec := e.get(t, a.ID); rec.State != pickup.StateIdle || rec.Owner != "" {
 			t.Fatalf("afterCommit=%v: record %s/%q; want idle, no owner", afterCommit, rec.State, rec.Owner)
 		}
-		got, err := m.Pickup(ctx, anyOnDemand, "me2")
+		got, err := m.Pickup(ctx, anyOnDemand, fmt.Sprint("me2-", afterCommit))
 		if err != nil || got.ID != a.ID {
 			t.Fatalf("afterCommit=%v: next pickup got %s, %v; want %s", afterCommit, got.ID, err, a.ID)
 		}

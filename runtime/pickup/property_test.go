@@ -45,6 +45,9 @@ func (f faultyTable) Get(ctx context.Context, id string) (pickup.Instance, error
 func (f faultyTable) List(ctx context.Context, c string, s pickup.State) ([]pickup.Instance, error) {
 	return f.t.List(ctx, c, s)
 }
+func (f faultyTable) ClaimedBy(ctx context.Context, c, owner string) ([]pickup.Instance, error) {
+	return f.t.ClaimedBy(ctx, c, owner)
+}
 func (f faultyTable) Transition(ctx context.Context, tr pickup.Transition) (pickup.Instance, error) {
 	fail, after := f.roll()
 	if !fail {

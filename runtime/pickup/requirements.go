@@ -15,6 +15,10 @@ type Requirements struct {
 	MinCPU        int
 	MinMemMiB     int
 	ResourceClass string // exact label, "" for any
+	// Wait is how long the request may wait (0..MaxWait) for a matching
+	// runner to appear before it is answered exhausted: a caller that would
+	// rather wait a few seconds than launch a VM says so here.
+	Wait time.Duration
 }
 
 // Validate reports impossible requirements.
@@ -27,6 +31,9 @@ func (r Requirements) Validate() error {
 		if _, err := path.Match(p, ""); err != nil {
 			errs = append(errs, fmt.Errorf("instance type pattern %q does not compile: %w", p, err))
 		}
+	}
+	if r.Wait < 0 || r.Wait > MaxWait {
+		errs = append(errs, fmt.Errorf("wait %v is outside 0..%v", r.Wait, MaxWait))
 	}
 	if r.MinCPU < 0 || r.MinMemMiB < 0 {
 		errs = append(errs, fmt.Errorf("minimum cpu %d and mem %d must not be negative", r.MinCPU, r.MinMemMiB))

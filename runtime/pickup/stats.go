@@ -29,6 +29,19 @@ type Stats struct {
 	// Backend calls that failed and were retried or given up on.
 	ReceiveErrors uint64
 	ReleaseErrors uint64
+	// Holding (hold.go): misfits held right now, held misfits given back
+	// (bound, time, GiveBack), duplicate messages of a held instance deleted.
+	Held       int
+	Returned   uint64
+	Duplicates uint64
+	// Resumed: pickups answered with the claim their owner already held (a
+	// retried request). Confirmed: Confirm calls that succeeded. Lapsed:
+	// unconfirmed claims returned after Config.ClaimTTL. Reoffered: idle
+	// instances without a message that Maintain published again.
+	Resumed   uint64
+	Confirmed uint64
+	Lapsed    uint64
+	Reoffered uint64
 	// Latency from Pickup's start to the claim's commit.
 	Latency LatencySummary
 	// QueueDepth is set when Options.Depth is; DepthErr when it failed.
@@ -59,6 +72,8 @@ type counters struct {
 	exhaustedGlobal, exhaustedLocal              atomic.Uint64
 	claimed, claimLostRace, claimRetried, gaveUp atomic.Uint64
 	receiveErrors, releaseErrors                 atomic.Uint64
+	returned, duplicates                         atomic.Uint64
+	resumed, confirmed, claimLapsed, reoffered   atomic.Uint64
 }
 
 const latencyWindow = 1024
@@ -135,6 +150,13 @@ func (m *Manager) Counters() Stats {
 		ClaimGaveUp:     c.gaveUp.Load(),
 		ReceiveErrors:   c.receiveErrors.Load(),
 		ReleaseErrors:   c.releaseErrors.Load(),
+		Held:            m.Held(),
+		Returned:        c.returned.Load(),
+		Duplicates:      c.duplicates.Load(),
+		Resumed:         c.resumed.Load(),
+		Confirmed:       c.confirmed.Load(),
+		Lapsed:          c.claimLapsed.Load(),
+		Reoffered:       c.reoffered.Load(),
 		Latency:         m.lat.summary(),
 	}
 	for r := range numReasons {
