@@ -63,31 +63,6 @@ func isMissingIndex(err error) bool {
 		strings.Contains(strings.ToLower(apiErr.ErrorMessage()), "index")
 }
 
-// waitIndex waits (up to two minutes) until the instances table's owner
-// index is ACTIVE: one added to an existing table is back-filled first.
-func (b *Backend) waitIndex(ctx context.Context, table string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		d, err := b.ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: awssdk.String(table)})
-		if err != nil {
-			return fmt.Errorf("dynamodb DescribeTable %s: %w", table, err)
-		}
-		for _, g := range d.Table.GlobalSecondaryIndexes {
-			if awssdk.ToString(g.IndexName) == ownerIndex && g.IndexStatus == types.IndexStatusActive {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("dynamodb table %s: index %s did not become ACTIVE within two minutes", table, ownerIndex)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 func ownerIndexSpec(attr string) types.GlobalSecondaryIndex {
 	return types.GlobalSecondaryIndex{
 		IndexName:  awssdk.String(ownerIndex),
@@ -166,6 +141,9 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 		}
 		ts := tableSpecs[i]
 		if info.Exists && info.MissingIndex {
+			// An older rpd's table. Until the index exists (DynamoDB
+			// back-fills it in the background) ClaimedBy falls back to a
+			// Scan, so a failure here is a warning, not an error.
 			_, err := b.ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
 				TableName:            awssdk.String(info.Name),
 				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String(ts.index), AttributeType: types.ScalarAttributeTypeS}},
@@ -175,9 +153,11 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 				}}},
 			})
 			if err != nil {
-				return fmt.Errorf("dynamodb UpdateTable %s (adding index %s): %w", info.Name, ownerIndex, err)
+				b.log.Warn("could not add the owner index to the DynamoDB instances table; retried pickups find their claims with a Scan until it exists",
+					"table", info.Name, "index", ownerIndex, "err", err)
+			} else {
+				b.log.Info("adding DynamoDB index", "table", info.Name, "index", ownerIndex)
 			}
-			b.log.Info("added DynamoDB index", "table", info.Name, "index", ownerIndex)
 		}
 		if info.Exists {
 			continue
@@ -212,11 +192,6 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 	for _, info := range infos {
 		if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: awssdk.String(info.Name)}, 2*time.Minute); err != nil {
 			return fmt.Errorf("dynamodb table %s did not become ACTIVE: %w", info.Name, err)
-		}
-		if info.Role == RoleInstances {
-			if err := b.waitIndex(ctx, info.Name); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

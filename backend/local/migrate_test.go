@@ -17,7 +17,7 @@ import (
 // pools.Restore derives it); records written afterwards keep their TTL.
 func TestMigrateV1PoolLeasesKeepsRecords(t *testing.T) {
 	granted := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	path := writeSQLite(t, "v1.db",
+	path := writeSQLite(t, "v1.db", v1Instances,
 		`CREATE TABLE pool_leases (
 			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
@@ -54,7 +54,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // migrates to the current version, keeps its pool lease records and stores
 // the daemon's grants (budget permits, VM-ceiling claims) afterwards.
 func TestMigrateV2AddsGrantsTable(t *testing.T) {
-	path := writeSQLite(t, "v2.db",
+	path := writeSQLite(t, "v2.db", v1Instances,
 		`CREATE TABLE pool_leases (
 			stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
@@ -88,6 +88,13 @@ func TestMigrateV2AddsGrantsTable(t *testing.T) {
 	}
 	wantSchemaVersion(t, path)
 }
+
+// v1Instances is the instances table as schema version 1 created it
+// (later migrations alter it, so a hand-made older file needs it).
+const v1Instances = `CREATE TABLE instances (
+	id TEXT PRIMARY KEY, class TEXT NOT NULL, state TEXT NOT NULL, owner TEXT NOT NULL,
+	usage_class TEXT NOT NULL, instance_type TEXT NOT NULL, cpu INTEGER NOT NULL, mem_mib INTEGER NOT NULL,
+	resource_class TEXT NOT NULL, threshold_ns INTEGER NOT NULL, updated_ns INTEGER NOT NULL)`
 
 // writeSQLite creates name in a temporary directory by running stmts (a
 // hand-made file of an older schema version) and returns its path.
@@ -132,4 +139,20 @@ func wantSchemaVersion(t *testing.T, path string) {
 	if err := check.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != local.SchemaVersion() {
 		t.Fatalf("schema version %d (%v), want %d", v, err, local.SchemaVersion())
 	}
+}
+
+// A file written before claim deadlines (schema version 4) migrates: its
+// instance records read back without a deadline, and a claim made before
+// the upgrade is found by its owner (the retry key of a pickup).
+func TestMigrateV4InstancesGainClaimDeadline(t *testing.T) {
+	path := writeSQLite(t, "v4.db", v1Instances,
+		`INSERT INTO instances VALUES ('i-1', 'medium', 'claimed', 'job-1', 'spot', 'c6i.large', 2, 4096, 'medium', 4000000000000000000, 1)`,
+		`PRAGMA user_version = 4`)
+	ctx := context.Background()
+	b := openMigrated(t, path, 4)
+	got, err := b.Instances().ClaimedBy(ctx, "medium", "job-1")
+	if err != nil || len(got) != 1 || got[0].ID != "i-1" || !got[0].ClaimExpires.IsZero() {
+		t.Fatalf("ClaimedBy after migration: %+v, %v; want i-1 without a deadline", got, err)
+	}
+	wantSchemaVersion(t, path)
 }

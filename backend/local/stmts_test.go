@@ -13,20 +13,21 @@ import (
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/backendtest"
+	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
-// A file whose schema lacks tables (a hand-made version-1 file) still
-// opens: the statements that do not prepare run unprepared and fail when
-// called, naming the missing table, as they did before statements were
-// prepared at Open.
+// A file whose schema lacks tables (hand-made, at the current version so
+// that no migration touches it) still opens: the statements that do not
+// prepare run unprepared and fail when called, naming the missing table,
+// as they did before statements were prepared at Open.
 func TestUnpreparableStatementsFailWhenCalled(t *testing.T) {
 	path := writeSQLite(t, "partial.db",
 		`CREATE TABLE pool_leases (stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
-			PRIMARY KEY (stack, lease_id))`,
-		`PRAGMA user_version = 1`)
+			ttl_ns INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (stack, lease_id))`,
+		fmt.Sprintf(`PRAGMA user_version = %d`, local.SchemaVersion()))
 	ctx := context.Background()
 	b := openAt(t, path, "s", nil)
 
