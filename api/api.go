@@ -263,6 +263,9 @@ type PickupRequest struct {
 	MinCPU        int      `json:"min_cpu,omitempty"`
 	MinMem        int      `json:"min_mem,omitempty"` // MiB
 	ResourceClass string   `json:"resource_class,omitempty"`
+	// WaitSeconds (0..20) is how long to wait for a matching runner to
+	// become idle before answering exhausted.
+	WaitSeconds int `json:"wait_seconds,omitempty"`
 }
 
 // Instance is a runner instance: the answer of a pickup, the body of an
@@ -280,6 +283,15 @@ type Instance struct {
 	Threshold     time.Time `json:"threshold"`
 	// UpdatedAt is the record's last state change (null in an offer).
 	UpdatedAt *time.Time `json:"updated_at"`
+	// ClaimExpiresAt is the deadline of an unconfirmed claim (runner
+	// classes with claim_ttl): confirm it by then or it lapses. Null when none.
+	ClaimExpiresAt *time.Time `json:"claim_expires_at"`
+}
+
+// ConfirmInstanceRequest is the body of POST /v1/instances/{id}/confirm.
+type ConfirmInstanceRequest struct {
+	// Owner is the worker_id the instance was picked up with.
+	Owner string `json:"owner"`
 }
 
 // ReleaseInstanceRequest is the optional body of POST /v1/instances/{id}/release.

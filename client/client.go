@@ -422,3 +422,65 @@ func NewRequestID() string {
 	_, _ = crand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// ConfirmInstance is POST /v1/instances/{id}/confirm: owner (the worker_id
+// of the pickup) received the instance, so a claim of a class with
+// claim_ttl no longer lapses.
+func (c *Client) ConfirmInstance(ctx context.Context, id, owner string) (api.Instance, error) {
+	var out api.Instance
+	err := c.do(ctx, http.MethodPost, "/v1/instances/"+seg(id)+"/confirm", api.ConfirmInstanceRequest{Owner: owner}, &out)
+	return out, err
+}
+
+// PickupAndConfirm picks up a runner and confirms the claim, so that it is
+// the caller's until ReleaseInstance even on a class with claim_ttl. A
+// request cut by a transport error (the connection dropped, the daemon
+// restarted) is sent again, up to 3 times, with the same req.WorkerID,
+// which the daemon answers with the runner the first attempt claimed
+// (docs/pickup.md): req.WorkerID is therefore required, and must be unique
+// to the job. An answer from the daemon (exhausted, a bad request) is
+// returned as is.
+func (c *Client) PickupAndConfirm(ctx context.Context, class string, req api.PickupRequest) (api.Instance, error) {
+	if req.WorkerID == "" {
+		return api.Instance{}, errors.New("client: PickupAndConfirm needs a WorkerID: it is the key a cut request is retried with")
+	}
+	var inst api.Instance
+	err := c.retryCut(ctx, func() error {
+		var err error
+		inst, err = c.Pickup(ctx, class, req)
+		return err
+	})
+	if err != nil {
+		return api.Instance{}, err
+	}
+	err = c.retryCut(ctx, func() error {
+		var err error
+		inst, err = c.ConfirmInstance(ctx, inst.InstanceID, req.WorkerID)
+		return err
+	})
+	if err != nil {
+		return api.Instance{}, fmt.Errorf("client: picked up instance %s but could not confirm it (it lapses after the class's claim_ttl): %w", inst.InstanceID, err)
+	}
+	return inst, nil
+}
+
+// retryCut runs call, again after a short pause when it failed without an
+// answer from the daemon (a transport error), up to 3 attempts.
+func (c *Client) retryCut(ctx context.Context, call func() error) error {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(time.Duration(attempt) * 250 * time.Millisecond):
+			}
+		}
+		err = call()
+		var ae *api.Error
+		if err == nil || errors.As(err, &ae) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}

@@ -21,14 +21,17 @@ import (
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
-// pickupConfig is the one conversion of a runner-class entry to the pickup
-// package's configuration. shortPoll says the backend's polls see the
-// whole queue (the local backend), so an empty one is confirmed at once
-// instead of after a 1 s long poll.
-func pickupConfig(name string, e reconcile.ClassEntry, shortPoll bool) pickup.Config {
+// pickupConfig is the one conversion of a runner-class entry (and its
+// queue's visibility timeout, with which the manager leases what it
+// receives, as every consumer of the queue does) to the pickup package's
+// configuration. shortPoll says the backend's polls see the whole queue
+// (the local backend), so an empty one is confirmed at once instead of
+// after a 1 s long poll.
+func pickupConfig(name string, e reconcile.ClassEntry, visibility reconcile.Duration, shortPoll bool) pickup.Config {
 	pc := pickup.Config{
 		Class: name, CPU: e.CPU, Mem: e.Mem, InstanceTypes: e.InstanceTypes.Slice(),
 		Mode: pickup.Mode(e.Mode), RequeueDelay: time.Duration(e.RequeueDelay), LocalExhaustion: e.LocalExhaustion,
+		ClaimTTL: time.Duration(e.ClaimTTL), Visibility: time.Duration(visibility),
 	}
 	if shortPoll {
 		pc.EmptyConfirmWait = pickup.ShortPollConfirm
@@ -38,10 +41,11 @@ func pickupConfig(name string, e reconcile.ClassEntry, shortPoll bool) pickup.Co
 
 // class is one runner class's pickup manager.
 type class struct {
-	name     string
-	mgr      *pickup.Manager
-	entry    reconcile.ClassEntry
-	retained bool
+	name       string
+	mgr        *pickup.Manager
+	entry      reconcile.ClassEntry
+	visibility reconcile.Duration // the queue's visibility timeout
+	retained   bool
 }
 
 // classSet is the runner classes of the configuration, a pickup manager
@@ -80,7 +84,7 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
 		addr := reconcile.Address{Type: reconcile.TypeRunnerClass, Name: name}
-		pc := pickupConfig(name, e, s.shortPoll)
+		pc := pickupConfig(name, e, in.doc.Queues[name].VisibilityTimeout, s.shortPoll)
 		if err := pc.Validate(); err != nil {
 			errs = append(errs, in.errorf(addr, "%v", err))
 			continue
@@ -98,47 +102,52 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
+	queues := maps.Clone(in.doc.Queues)
+	return func() ([]string, error) { return s.commit(maps.Clone(entries), queues, fresh) }, nil
 }
 
 // commit installs new managers and reconfigures the others in place.
-func (s *classSet) commit(entries map[string]reconcile.ClassEntry, fresh map[string]*pickup.Manager) ([]string, error) {
+func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[string]reconcile.QueueEntry, fresh map[string]*pickup.Manager) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var changes []string
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
 		e := entries[name]
+		vis := queues[name].VisibilityTimeout
 		cur, had := s.m[name]
 		m := fresh[name]
 		if m == nil && !had && s.open != nil { // swept since prepare
 			var err error
-			if m, err = s.open(pickupConfig(name, e, s.shortPoll), e.Queue); err != nil {
+			if m, err = s.open(pickupConfig(name, e, vis, s.shortPoll), e.Queue); err != nil {
 				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
 				continue
 			}
 		}
 		switch {
 		case m != nil:
-			s.m[name] = &class{name: name, mgr: m, entry: e}
+			s.m[name] = &class{name: name, mgr: m, entry: e, visibility: vis}
 			s.history.start(s.now(), name, outcomes(m.Counters()))
 			if had {
+				go cur.mgr.GiveBack(context.Background()) // its held misfits, to the old queue; no I/O under s.mu
 				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
 			} else {
 				changes = append(changes, fmt.Sprintf("runner_class.%s: created", name))
 			}
 		case !had:
 			// No backend (tests of the plan alone).
-		case cur.entry == e:
+		case cur.entry == e && cur.visibility == vis:
 			cur.retained = false
 		default:
 			cur.retained = false
-			if err := cur.mgr.Reconfigure(pickupConfig(name, e, s.shortPoll)); err != nil {
+			if err := cur.mgr.Reconfigure(pickupConfig(name, e, vis, s.shortPoll)); err != nil {
 				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
 				continue
 			}
-			changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
-			cur.entry = e
+			if cur.entry != e {
+				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
+			}
+			cur.entry, cur.visibility = e, vis
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.m)) {
@@ -152,21 +161,26 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, fresh map[str
 	return changes, errors.Join(errs...)
 }
 
-// sweep drops removed classes: a pickup manager holds nothing between
-// calls (no goroutine outlives a Pickup), so a removed class goes at once;
+// sweep drops removed classes: a pickup manager holds no request between
+// calls, only misfits it gives back here, so a removed class goes at once;
 // its claimed instances stay releasable through the instance table (they
 // are retired, see releaseInstance).
 func (s *classSet) sweep(ctx context.Context) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	now := s.now()
+	var dropped []*pickup.Manager
 	for name, cl := range s.m {
 		if cl.retained {
 			delete(s.m, name)
 			s.history.forget(name)
+			dropped = append(dropped, cl.mgr)
 			continue
 		}
 		s.history.observe(now, name, outcomes(cl.mgr.Counters()))
+	}
+	s.mu.Unlock()
+	for _, m := range dropped {
+		m.GiveBack(ctx)
 	}
 }
 
@@ -213,7 +227,7 @@ func (s *classSet) snapshot() []*class {
 	defer s.mu.Unlock()
 	list := make([]*class, 0, len(s.m))
 	for _, cl := range s.m {
-		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, retained: cl.retained})
+		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, retained: cl.retained})
 	}
 	slices.SortFunc(list, func(a, b *class) int { return strings.Compare(a.name, b.name) })
 	return list
@@ -241,6 +255,7 @@ func (s *classSet) collect(ch chan<- prometheus.Metric) {
 		for ev, n := range outcomes(st) {
 			counter(ch, descClassDecisions, float64(n), cl.name, ev)
 		}
+		gauge(ch, descClassHeld, float64(st.Held), cl.name)
 		gauge(ch, descClassLatency, st.Latency.P50.Seconds(), cl.name, "0.5")
 		gauge(ch, descClassLatency, st.Latency.P99.Seconds(), cl.name, "0.99")
 	}
@@ -252,6 +267,8 @@ func outcomes(st pickup.Stats) map[string]int64 {
 		"exhausted_global": int64(st.ExhaustedGlobal), "exhausted_local": int64(st.ExhaustedLocal),
 		"claimed": int64(st.Claimed), "claim_lost_race": int64(st.ClaimLostRace), "claim_retried": int64(st.ClaimRetried),
 		"claim_gave_up": int64(st.ClaimGaveUp),
+		"resumed":       int64(st.Resumed), "confirmed": int64(st.Confirmed), "claim_expired": int64(st.Lapsed),
+		"reoffered": int64(st.Reoffered), "returned": int64(st.Returned), "duplicate": int64(st.Duplicates),
 	}
 	for _, r := range pickup.DiscardReasons() {
 		m["discarded_"+r.String()] = int64(st.Discarded[r])
@@ -266,7 +283,8 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	reqs := pickup.Requirements{UsageClass: req.UsageClass, InstanceTypes: req.InstanceTypes, MinCPU: req.MinCPU, MinMemMiB: req.MinMem, ResourceClass: req.ResourceClass}
+	reqs := pickup.Requirements{UsageClass: req.UsageClass, InstanceTypes: req.InstanceTypes, MinCPU: req.MinCPU, MinMemMiB: req.MinMem, ResourceClass: req.ResourceClass,
+		Wait: time.Duration(req.WaitSeconds) * time.Second}
 	if err := reqs.Validate(); err != nil {
 		d.fail(w, r, badRequest("%v", err))
 		return
@@ -294,8 +312,10 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, instanceJSON(inst)); err != nil {
-		// Nobody received the instance: give it back to the pool.
+	if err := writeJSON(w, http.StatusOK, instanceJSON(inst)); err != nil && req.WorkerID == "" {
+		// Nobody received the instance and nobody can ask for it again
+		// (no worker_id to retry with): give it back to the pool. With a
+		// worker_id the claim stays for the retry; claim_ttl bounds it.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_, _ = mgr.Release(ctx, inst.ID, owner, pickup.ReOffer)
@@ -307,7 +327,48 @@ func instanceJSON(inst pickup.Instance) api.Instance {
 		InstanceID: inst.ID, Class: inst.Class, State: string(inst.State), Owner: inst.Owner,
 		UsageClass: inst.UsageClass, InstanceType: inst.InstanceType, CPU: inst.CPU, Mem: inst.MemMiB,
 		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold, UpdatedAt: timePtr(inst.UpdatedAt),
+		ClaimExpiresAt: timePtr(inst.ClaimExpires),
 	}
+}
+
+// confirmInstance is POST /v1/instances/{id}/confirm: the owner received
+// its claim; with claim_ttl it no longer lapses.
+func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req api.ConfirmInstanceRequest
+	if err := decode(w, r, &req); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if req.Owner == "" {
+		d.fail(w, r, badRequest("owner is required: the worker_id the instance was picked up with"))
+		return
+	}
+	inst, err := d.backend.Instances.Get(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, pickup.ErrNotFound) {
+			d.fail(w, r, notFound("no instance %q in the instance table", id))
+			return
+		}
+		d.fail(w, r, err)
+		return
+	}
+	mgr, ok := d.comp.classes.live(inst.Class)
+	if !ok {
+		d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s belongs to runner_class %q, which is no longer declared; release it", id, inst.Class)})
+		return
+	}
+	out, err := mgr.Confirm(r.Context(), id, req.Owner)
+	if err != nil {
+		if errors.Is(err, pickup.ErrConditionFailed) {
+			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable,
+				msg: fmt.Sprintf("instance %s is not claimed by %q (it is %s): the claim was released, or lapsed after claim_ttl without a confirmation; pick up another", id, req.Owner, inst.State)})
+			return
+		}
+		d.fail(w, r, err)
+		return
+	}
+	_ = writeJSON(w, http.StatusOK, instanceJSON(out))
 }
 
 func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
@@ -404,7 +465,8 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 }
 
 var (
-	descClassDecisions = prometheus.NewDesc("rpd_pickup_events_total", "Pickup events by kind: passed, requeued, discarded_<reason>, exhausted_global, exhausted_local, claimed, claim_lost_race, claim_retried, claim_gave_up.", []string{"class", "event"}, nil)
+	descClassDecisions = prometheus.NewDesc("rpd_pickup_events_total", "Pickup events by kind: passed, requeued, discarded_<reason>, exhausted_global, exhausted_local, claimed, claim_lost_race, claim_retried, claim_gave_up, resumed, confirmed, claim_expired, reoffered, returned, duplicate.", []string{"class", "event"}, nil)
+	descClassHeld      = prometheus.NewDesc("rpd_pickup_held", "Misfits the class's pickup manager holds in flight for the next requests (docs/pickup.md).", []string{"class"}, nil)
 	descClassDepth     = prometheus.NewDesc("rpd_pickup_queue_depth", "Approximate visible messages (idle runners) in the class queue.", []string{"class"}, nil)
 	descClassLatency   = prometheus.NewDesc("rpd_pickup_latency_seconds", "Recent pickup-to-claim latency quantiles.", []string{"class", "quantile"}, nil)
 )
@@ -413,6 +475,7 @@ func describeClasses(ch chan<- *prometheus.Desc) {
 	ch <- descClassDecisions
 	ch <- descClassLatency
 	ch <- descClassDepth
+	ch <- descClassHeld
 }
 
 // randomHex returns n random bytes in hex.

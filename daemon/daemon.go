@@ -354,6 +354,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { d.sweepLoop(loopCtx) })
+	loops.Go(func() { d.maintainLoop(loopCtx) })
 	switch d.opts.Mode {
 	case ModeWatch:
 		if d.opts.ManualReload {

@@ -53,6 +53,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("POST /v1/classes/{class}/instances", d.offer)
 	mux.HandleFunc("GET /v1/instances/{id}", d.getInstance)
 	mux.HandleFunc("POST /v1/instances/{id}/release", d.releaseInstance)
+	mux.HandleFunc("POST /v1/instances/{id}/confirm", d.confirmInstance)
 
 	page := statuspage.New()
 	for _, pattern := range page.Patterns() {

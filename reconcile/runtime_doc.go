@@ -62,6 +62,7 @@ type ClassEntry struct {
 	RequeueDelay    Duration   `json:"requeue_delay"`
 	LocalExhaustion int        `json:"local_exhaustion"`
 	Mode            string     `json:"mode"`
+	ClaimTTL        Duration   `json:"claim_ttl,omitempty"` // 0 = claims need no confirmation
 	AllowDestroy    bool       `json:"allow_destroy,omitempty"`
 }
 
@@ -241,6 +242,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			RequeueDelay:    Duration(c.Pickup.RequeueDelay),
 			LocalExhaustion: c.Pickup.LocalExhaustion,
 			Mode:            c.Pickup.Mode,
+			ClaimTTL:        Duration(c.Pickup.ClaimTTL),
 			AllowDestroy:    c.AllowDestroy,
 		}
 		d.Queues[c.Name] = QueueEntry{

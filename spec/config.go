@@ -104,6 +104,10 @@ type PickupSpec struct {
 	RequeueDelay    time.Duration // default 3s, 0..15m
 	LocalExhaustion int           // default 5, >= 1
 	Mode            string        // PickupModeLease (default) or PickupModeDelete
+	// ClaimTTL: a claim not confirmed within it lapses and the runner is
+	// offered again (docs/pickup.md); 0 (default) = claims need no
+	// confirmation.
+	ClaimTTL time.Duration
 }
 
 // Budget is a budget "NAME" block (docs/language.md).

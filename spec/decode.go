@@ -33,10 +33,12 @@ const (
 	DefaultRetention    = 4 * 24 * time.Hour
 	DefaultRequeueDelay = 3 * time.Second
 	// Leader election (rpd { ha { … } }, docs/ha.md).
-	DefaultHALease       = 5 * time.Second
-	DefaultHARenew       = time.Second
-	MinHALease           = 2 * time.Second
-	MaxHALease           = 5 * time.Minute
+	DefaultHALease = 5 * time.Second
+	DefaultHARenew = time.Second
+	MinHALease     = 2 * time.Second
+	MaxHALease     = 5 * time.Minute
+	// MaxPickupClaimTTL bounds a runner class's pickup claim_ttl.
+	MaxPickupClaimTTL    = 24 * time.Hour
 	DefaultExhaustion    = 5
 	DefaultClaimTTL      = 2 * time.Minute
 	DefaultPollInterval  = 5 * time.Second
@@ -80,7 +82,7 @@ var (
 		{Name: "name"}, {Name: "visibility_timeout"}, {Name: "retention"}, {Name: "delay"},
 	}}
 	pickupSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "requeue_delay"}, {Name: "local_exhaustion"}, {Name: "mode"},
+		{Name: "requeue_delay"}, {Name: "local_exhaustion"}, {Name: "mode"}, {Name: "claim_ttl"},
 	}}
 	budgetSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "scan_ring"}, {Name: "delta_cache"}, {Name: "spill_slots"}, {Name: "max_queued"},
@@ -342,6 +344,9 @@ func (d *decoder) runnerClass(b *hcl.Block, stack string) RunnerClass {
 		}
 		if n, ok := d.integer(pa["local_exhaustion"], 1, math.MaxInt32, ""); ok {
 			rc.Pickup.LocalExhaustion = n
+		}
+		if v, ok := d.duration(pa["claim_ttl"], 0, MaxPickupClaimTTL, false, ""); ok {
+			rc.Pickup.ClaimTTL = v
 		}
 		if a := pa["mode"]; a != nil {
 			if s, ok := d.str(a); ok {

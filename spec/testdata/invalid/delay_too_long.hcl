@@ -6,5 +6,6 @@ runner_class "c" {
   }
   pickup {
     requeue_delay = "1h" # ERROR: Invalid value for "requeue_delay"
+    claim_ttl     = "25h" # ERROR: Invalid value for "claim_ttl"
   }
 }

@@ -56,6 +56,7 @@ runner_class "zeta" {
     requeue_delay    = "0s"
     local_exhaustion = 1
     mode             = "delete"
+    claim_ttl        = "2m"
   }
 }
 
