@@ -76,6 +76,7 @@ runner_class "medium" {
     requeue_delay    = "3s"
     local_exhaustion = 5
     mode             = "lease"
+    claim_ttl        = "2m" # a claim the worker does not confirm within 2m is offered again
   }
 }
 

@@ -85,7 +85,7 @@ type Config struct {
 	// only; default 256; NoHold switches it off). A held misfit is offered to
 	// every new request before the queue is asked, and given back at once,
 	// never with the re-queue delay, when the bound is reached or it has
-	// been held for half of Visibility: so a stream of requests of one kind
+	// been held for half of Visibility (at most 15s): so a stream of requests of one kind
 	// no longer hides the runners of another kind (docs/pickup.md).
 	HoldMisfits int
 	// RequeueDelay hides a misfit for this long before others see it again
@@ -211,9 +211,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// maxHoldFor bounds how long a misfit stays held, however long the
+// visibility timeout: other consumers of the queue should see it soon.
+const maxHoldFor = 15 * time.Second
+
 // holdFor is how long a misfit stays held: half its visibility timeout, so
-// that it is given back well before the timeout would return it anyway.
-func (c Config) holdFor() time.Duration { return c.Visibility / 2 }
+// that it is given back well before the timeout would return it anyway,
+// and at most maxHoldFor.
+func (c Config) holdFor() time.Duration { return min(c.Visibility/2, maxHoldFor) }
 
 // confirmWait is the wait of the receive that confirms an empty one.
 func (c Config) confirmWait() time.Duration {

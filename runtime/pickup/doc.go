@@ -11,17 +11,20 @@
 // the reconciler that creates queues, and not a health checker of claimed
 // instances.
 //
-// Start reading at Manager.Pickup (manager.go), then claim.go (the Claim
-// Worker), message.go (the strict message format) and lifecycle.go (Offer
-// and Release, which fill the pool).
+// Start reading at Manager.Pickup (manager.go), then hold.go (misfits held
+// for the next requests), claim.go (the Claim Worker and Confirm),
+// message.go (the strict message format), lifecycle.go (Offer and Release,
+// which fill the pool) and maintain.go (lapsing unconfirmed claims and
+// repairing the pool). docs/pickup.md explains the design beyond the seed.
 //
 // # Classification
 //
 // Each message is, for the waiting requests: pass-on (valid, meets a
 // request's usage class, instance-type patterns, minimum cpu/mem and
-// resource class), re-queue (valid, fits none of them; made visible again
-// after Config.RequeueDelay), or discard (unparseable, too large, unknown
-// usage class, unexpected fields, specs contradicting the class's Config,
+// resource class), re-queue (valid, fits none of them: held in flight for
+// the next requests, hold.go; with holding off, made visible again after
+// Config.RequeueDelay), or discard (unparseable, too large, unknown usage
+// class, unexpected fields, specs contradicting the class's Config,
 // threshold past; logged with its reason, counted, deleted, never
 // re-queued). A request ends with *ExhaustedError when a receive comes back
 // empty (global; an empty short poll is confirmed by a second receive) or
@@ -66,7 +69,15 @@
 // goroutine. A request's frequency map lives in the request and is bounded
 // by Config.MaxTracked.
 //
-// Offer and Release write the table first and publish second; a crash in
-// between leaves an idle record without a message, which Offer (idempotent
-// up to harmless duplicates) repairs.
+// # Retries, confirmation, repair
+//
+// The owner of a Pickup is its retry key: a Pickup whose owner already
+// holds a claim of the class that meets it returns that claim
+// (InstanceTable.ClaimedBy), so a request cut after its claim committed is
+// retried safely. With Config.ClaimTTL a claim carries a deadline; Confirm
+// removes it, and Maintain returns the claims whose deadline passed to
+// idle. Offer and Release write the table first and publish second (so a
+// message never names a record that does not exist); a crash in between
+// leaves an idle record without a message, which Maintain's repair (or
+// Offer again, idempotent up to harmless duplicates) publishes.
 package pickup

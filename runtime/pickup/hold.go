@@ -20,7 +20,7 @@ import (
 // when GiveBack is called; if the process dies, the visibility timeout
 // returns it. So a held runner is never hidden from a request of this
 // manager, and hidden from other consumers of the queue for at most
-// Visibility/2.
+// Visibility/2 (and 15 s).
 
 // held is a misfit kept received for later requests.
 type held struct {
