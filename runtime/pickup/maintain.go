@@ -32,8 +32,8 @@ type MaintainReport struct {
 //   - returns to idle, and offers again, every claim whose ClaimExpires has
 //     passed without a Confirm (Config.ClaimTTL);
 //   - repairs the pool: it receives the class queue (at most MaxScan
-//     messages, held like misfits, so requests meanwhile still find them)
-//     and publishes a message for every idle instance of the table that
+//     messages, held like misfits while it runs, so requests meanwhile
+//     still find them, and given back at once after) and publishes a message for every idle instance of the table that
 //     has none (at most MaxReoffer), which closes the gap a crash between
 //     Offer's (or Release's) table write and its publish leaves.
 //
@@ -89,13 +89,24 @@ func (m *Manager) lapse(ctx context.Context, rep *MaintainReport) error {
 // repair publishes a message for every idle instance the queue has none for.
 func (m *Manager) repair(ctx context.Context, rep *MaintainReport) error {
 	cfg := m.config()
-	seen, err := m.scan(ctx, cfg, rep)
-	// Whatever the scan held beyond the bound goes back now.
+	seen, scanned, err := m.scan(ctx, cfg, rep)
+	// What the scan received and is still held goes back now: the scan
+	// holds only while it runs.
 	m.mu.Lock()
-	extra := m.trimHeldLocked(max(cfg.HoldMisfits, 0))
+	var back []Message
+	kept := m.held[:0]
+	for _, h := range m.held {
+		if scanned[h.msg.ID] {
+			back = append(back, h.msg)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear(m.held[len(kept):])
+	m.held = kept
 	m.returning.add()
 	m.mu.Unlock()
-	m.giveBackNow(ctx, extra)
+	m.giveBackNow(ctx, back)
 	m.returning.done()
 	if err != nil {
 		return fmt.Errorf("pickup: repair scan of class %q: %w", cfg.Class, err)
@@ -131,13 +142,14 @@ func (m *Manager) repair(ctx context.Context, rep *MaintainReport) error {
 }
 
 // scan receives the queue until it is empty (or MaxScan messages), and
-// returns the instance IDs that have a message: received now, or held. Each
-// received message is decided as a round would, but nothing is re-queued:
-// a valid entry goes to the first waiting request it meets, or is held
-// (beyond the bound until the scan ends), so a request never misses a
-// runner because the scan has its message in flight.
-func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (map[string]bool, error) {
-	seen := map[string]bool{}
+// returns the instance IDs that have a message (received now, or held) and
+// the IDs of the messages it held. Each received message is decided as a
+// round would, but nothing is re-queued: a valid entry goes to the first
+// waiting request it meets, or is held (beyond the bound, until the scan
+// ends), so a request never misses a runner because the scan has its
+// message in flight.
+func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (seen, scanned map[string]bool, err error) {
+	seen, scanned = map[string]bool{}, map[string]bool{}
 	for rep.Scanned < MaxScan {
 		m.returning.add()
 		msgs, err := m.receiveRetry(ctx, cfg, maxBatch, cfg.ReceiveWait)
@@ -146,7 +158,7 @@ func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (m
 		}
 		if err != nil {
 			m.returning.done()
-			return seen, err
+			return seen, scanned, err
 		}
 		if len(msgs) == 0 {
 			m.returning.done()
@@ -181,6 +193,7 @@ func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (m
 			}
 			_, dup := m.holdLocked(cfg, msg, e, now, false)
 			drop = append(drop, dup...)
+			scanned[msg.ID] = true
 		}
 		m.mu.Unlock()
 		m.returning.done()
@@ -198,7 +211,7 @@ func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (m
 		seen[h.entry.InstanceID] = true
 	}
 	m.mu.Unlock()
-	return seen, nil
+	return seen, scanned, nil
 }
 
 func (m *Manager) list(ctx context.Context, cfg *Config, state State) ([]Instance, error) {
