@@ -85,8 +85,8 @@ func (t *InstanceTable) Transition(ctx context.Context, tr pickup.Transition) (p
 
 // List returns the records of one class in one state ("" = any), by ID.
 func (t *InstanceTable) List(ctx context.Context, class string, state pickup.State) ([]pickup.Instance, error) {
-	out, err := t.query(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND (? = '' OR state = ?) ORDER BY id`,
-		class, string(state), string(state))
+	out, err := scanInstances(t.b.rdb.QueryContext(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND (? = '' OR state = ?) ORDER BY id`,
+		class, string(state), string(state)))
 	if err != nil {
 		return nil, fmt.Errorf("list instances of class %s in %s: %w", class, t.b.path, err)
 	}
@@ -99,16 +99,16 @@ func (t *InstanceTable) ClaimedBy(ctx context.Context, class, owner string) ([]p
 	if owner == "" {
 		return nil, fmt.Errorf("instances of class %s claimed by an empty owner: name the owner", class)
 	}
-	out, err := t.query(ctx, `SELECT `+instanceColumns+` FROM instances WHERE class = ? AND owner = ? AND owner != '' AND state = ? ORDER BY id`,
-		class, owner, string(pickup.StateClaimed))
+	rows, err := t.b.st.claimedBy.query(ctx, class, owner, string(pickup.StateClaimed))
+	out, err := scanInstances(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("instances of class %s claimed by %q in %s: %w", class, owner, t.b.path, err)
 	}
 	return out, nil
 }
 
-func (t *InstanceTable) query(ctx context.Context, query string, args ...any) ([]pickup.Instance, error) {
-	rows, err := t.b.rdb.QueryContext(ctx, query, args...)
+// scanInstances reads the records of a query's rows.
+func scanInstances(rows *sql.Rows, err error) ([]pickup.Instance, error) {
 	if err != nil {
 		return nil, err
 	}

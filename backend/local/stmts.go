@@ -53,6 +53,7 @@ const (
 	sqlChangeVis     = `UPDATE messages SET visible_ms = ? WHERE id = ? AND queue = ? AND receipt = ?`
 
 	sqlGetInstance = `SELECT ` + instanceColumns + ` FROM instances WHERE id = ?`
+	sqlClaimedBy   = `SELECT ` + instanceColumns + ` FROM instances WHERE class = ? AND owner = ? AND owner != '' AND state = ? ORDER BY id`
 	sqlTransition  = `UPDATE instances SET state = ?, owner = ?, updated_ns = ?, claim_expires_ns = ?
 		WHERE id = ? AND state = ? AND owner = ? AND (? = 0 OR threshold_ns > ?)
 			AND (? = 0 OR (claim_expires_ns != 0 AND claim_expires_ns <= ?))
@@ -143,6 +144,7 @@ type stmts struct {
 	// on rdb
 	loadLeases, loadGrants, describeQueue stmt
 	anyVisible, getInstance, readState    stmt
+	claimedBy                             stmt
 
 	prepared []*sql.Stmt // every statement above that prepared, for closeStmts
 }
@@ -183,6 +185,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.describeQueue, b.rdb, sqlDescribeQueue)
 	prep(&st.anyVisible, b.rdb, sqlAnyVisible)
 	prep(&st.getInstance, b.rdb, sqlGetInstance)
+	prep(&st.claimedBy, b.rdb, sqlClaimedBy)
 	prep(&st.readState, b.rdb, sqlReadState)
 }
 
