@@ -228,8 +228,9 @@ func TestPickupScalesOutAcrossReplicas(t *testing.T) {
 	for w := range 8 {
 		td := []*testDaemon{a, b}[w%2]
 		wg.Go(func() {
-			for {
-				in, err := td.c.Pickup(context.Background(), "medium", api.PickupRequest{WorkerID: fmt.Sprintf("w%d", w)})
+			for k := 0; ; k++ {
+				// worker_id is the retry key: one per job.
+				in, err := td.c.Pickup(context.Background(), "medium", api.PickupRequest{WorkerID: fmt.Sprintf("w%d-%d", w, k)})
 				if client.IsCode(err, api.CodeExhausted) {
 					return
 				}
