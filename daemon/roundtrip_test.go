@@ -50,7 +50,7 @@ var roundTripSamples = map[string]string{
 	"runner_class.allow_destroy": "true",
 	"runner_class.queue.name":    `"other-queue"`, "runner_class.queue.visibility_timeout": `"45s"`,
 	"runner_class.queue.retention": `"2d"`, "runner_class.queue.delay": `"5s"`,
-	"runner_class.pickup.requeue_delay": `"7s"`, "runner_class.pickup.local_exhaustion": "9",
+	"runner_class.pickup.requeue_delay": `"7s"`, "runner_class.pickup.local_exhaustion": "9", "runner_class.pickup.claim_ttl": `"2m"`,
 	"runner_class.pickup.mode": `"delete"`,
 	"budget.scan_ring":         `"1GiB"`, "budget.delta_cache": `"2GiB"`, "budget.spill_slots": "4", "budget.max_queued": "5",
 	"vm_ceiling.max": "20", "vm_ceiling.claim_ttl": `"5m"`, "vm_ceiling.poll_interval": `"10s"`,
@@ -109,7 +109,7 @@ func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 			Pickup pickup.Config
 			Queue  string
 			Attrs  backend.QueueAttributes
-		}{pickupConfig(name, e, false), e.Queue, doc.Queues[name].Attributes(doc.Stack)}
+		}{pickupConfig(name, e, doc.Queues[name].VisibilityTimeout, false), e.Queue, doc.Queues[name].Attributes(doc.Stack)}
 	}
 	for name, e := range doc.Budgets {
 		out["budget."+name] = budgetConfig(e)
