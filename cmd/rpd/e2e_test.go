@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -611,7 +612,25 @@ func TestE2ESecondApplyFailsOnTheFirstsLock(t *testing.T) {
 		case <-time.After(time.Minute):
 			t.Fatal("the first apply never started creating")
 		}
-		second := w.rpd("apply", "-auto-approve", "-no-color")
+		// Pause the first apply while it holds the lock, so the second one
+		// runs against a held lock however fast the first would finish.
+		// A pause inside one of its SQLite write transactions makes the
+		// second answer "database is locked" instead: let the first run on
+		// a moment and pause it again (bounded).
+		var second result
+		for attempt := 0; ; attempt++ {
+			if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			second = w.rpd("apply", "-auto-approve", "-no-color")
+			if err := first.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(second.stderr, "SQLITE_BUSY") || attempt == 20 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		err := first.Wait()
 		pw.Close()
 		if err != nil {
