@@ -55,7 +55,7 @@ func expectQuiet(t *testing.T, ch <-chan Reason, what string) {
 	select {
 	case r := <-ch:
 		t.Fatalf("%s: unexpected trigger %q", what, r)
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(600 * time.Millisecond):
 	}
 }
 
@@ -101,7 +101,7 @@ func TestWatcherDebouncesBursts(t *testing.T) {
 	dir := t.TempDir()
 	f := filepath.Join(dir, "a.hcl")
 	write(t, f, "1")
-	ch := startWatcher(t, dir, Options{Debounce: 80 * time.Millisecond, MaxDelay: 2 * time.Second})
+	ch := startWatcher(t, dir, Options{Debounce: 400 * time.Millisecond, MaxDelay: 2 * time.Second})
 	for i := range 10 {
 		write(t, f, string(rune('a'+i)))
 		time.Sleep(5 * time.Millisecond)
