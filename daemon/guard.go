@@ -165,17 +165,8 @@ func (s *jsonScan) value(depth int) bool {
 			if !s.value(depth + 1) {
 				return false
 			}
-			s.ws()
-			if s.i >= len(s.b) {
-				return false
-			}
-			s.i++
-			switch s.b[s.i-1] {
-			case ',':
-			case ']':
-				return true
-			default:
-				return false
+			if done, ok := s.separator(']'); done || !ok {
+				return ok
 			}
 		}
 	case c == '"':
@@ -227,19 +218,27 @@ func (s *jsonScan) object(depth int) bool {
 		if !s.value(depth + 1) {
 			return false
 		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return false
-		}
-		s.i++
-		switch s.b[s.i-1] {
-		case ',':
-		case '}':
-			return true
-		default:
-			return false
+		if done, ok := s.separator('}'); done || !ok {
+			return ok
 		}
 	}
+}
+
+// separator consumes what follows an element of an array or object: a comma
+// (more follows) or its closing byte (done); anything else is not ok.
+func (s *jsonScan) separator(closing byte) (done, ok bool) {
+	s.ws()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	s.i++
+	switch s.b[s.i-1] {
+	case ',':
+		return false, true
+	case closing:
+		return true, true
+	}
+	return false, false
 }
 
 // str scans a string of printable ASCII without escapes, at most
