@@ -41,6 +41,10 @@ type Client struct {
 	// redirects, so http.Client's redirect bookkeeping (a copy of every
 	// request's headers) is skipped. nil with WithHTTPClient.
 	rt http.RoundTripper
+	// wires[i] carries the requests to bases[i] when it is a plain-http
+	// address reached without a proxy (wire.go); nil elsewhere, and with
+	// WithHTTPClient.
+	wires []*wire
 	// The headers of requests without and with a JSON body, built once
 	// and shared (a transport only reads them).
 	hdr, jsonHdr http.Header
@@ -100,6 +104,10 @@ func New(addrs string, opts ...Option) (*Client, error) {
 		t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		c.hc = &http.Client{Transport: t}
 		c.rt = t
+		c.wires = wires(c.bases, t.Proxy, c.token)
+	}
+	if c.wires == nil {
+		c.wires = make([]*wire, len(c.bases))
 	}
 	c.hdr = http.Header{"Accept": {"application/json"}}
 	if c.token != "" {
@@ -142,12 +150,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 	for attempt := 0; ; attempt++ {
 		i := (first + attempt) % len(c.bases)
 		unavailable := false
-		answered, err := c.sendOnce(ctx, c.bases[i], method, path, payload, hdr, func(status int, body []byte) error {
+		answered, err := c.sendOnce(ctx, i, method, path, payload, hdr, func(status int, body []byte, retried bool) error {
 			if status == http.StatusServiceUnavailable {
 				unavailable = true
 				return apiError(status, body)
 			}
-			return read(status, body, attempt > 0)
+			return read(status, body, retried || attempt > 0)
 		})
 		if answered && !unavailable {
 			c.first.Store(uint32(i)) // stay with an address that answers
@@ -168,9 +176,22 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 	}
 }
 
-// sendOnce sends one request to base; answered is false when no answer
-// was read (the daemon could not be reached, or the connection broke).
-func (c *Client) sendOnce(ctx context.Context, base, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte) error) (answered bool, err error) {
+// sendOnce sends one request to bases[i]; answered is false when no
+// answer was read (the daemon could not be reached, or the connection
+// broke). read's retried says the request was sent twice (a kept-alive
+// connection had been closed).
+func (c *Client) sendOnce(ctx context.Context, i int, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte, retried bool) error) (answered bool, err error) {
+	if w := c.wires[i]; w != nil { // see wire
+		buf := c.bufs.Get().(*bytes.Buffer)
+		defer c.putBuf(buf)
+		buf.Reset()
+		status, retried, err := w.roundTrip(ctx, method, path, payload, buf)
+		if err != nil {
+			return !errors.Is(err, errNoAnswer), fmt.Errorf("client: %s %s: %w", method, path, err)
+		}
+		return true, read(status, buf.Bytes(), retried)
+	}
+	base := c.bases[i]
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
@@ -202,7 +223,7 @@ func (c *Client) sendOnce(ctx context.Context, base, method, path string, payloa
 	if _, err := buf.ReadFrom(&io.LimitedReader{R: resp.Body, N: maxAnswerBytes}); err != nil {
 		return false, fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
 	}
-	return true, read(resp.StatusCode, buf.Bytes())
+	return true, read(resp.StatusCode, buf.Bytes(), false)
 }
 
 // putBuf keeps buf for reuse unless a large answer grew it.

@@ -224,6 +224,16 @@ func TestPickupScalesOutAcrossReplicas(t *testing.T) {
 	var mu sync.Mutex
 	got := map[string]string{}
 	served := map[*testDaemon]int{}
+	// One pickup from each replica first: the concurrent ones below may
+	// all land on whichever replica's workers start first.
+	for i, td := range []*testDaemon{a, b} {
+		in, err := td.c.Pickup(ctx, "medium", api.PickupRequest{WorkerID: fmt.Sprintf("first-%d", i)})
+		if err != nil {
+			t.Fatalf("pickup from replica %d: %v", i, err)
+		}
+		got[in.InstanceID] = in.Owner
+		served[td]++
+	}
 	var wg sync.WaitGroup
 	for w := range 8 {
 		td := []*testDaemon{a, b}[w%2]

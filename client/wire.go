@@ -1,0 +1,327 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// wire is the client's HTTP/1.1 transport to one plain-http daemon: the
+// calling goroutine writes the request and reads the answer itself, over a
+// pool of kept-alive connections. net/http's Transport hands each request
+// to a writer goroutine and each answer back from a reader goroutine per
+// connection; for the daemon's small request/answer pairs those handoffs
+// cost about a third of the client's CPU (BenchmarkAcquireReleaseHTTP in
+// package daemon). It is used only where it is enough: http:// addresses
+// reached without a proxy, with the client's own transport (not
+// WithHTTPClient). It speaks the subset the daemon needs: requests with a
+// Content-Length body or none, answers with a Content-Length, chunked or
+// close-delimited body.
+type wire struct {
+	addr   string // host:port to dial
+	prefix string // the base URL's path, "" or "/..."
+	head   []byte // Host, Accept and Authorization header lines
+	dialer net.Dialer
+
+	mu   sync.Mutex
+	idle []*wireConn // most recently used last
+}
+
+// maxIdleWireConns bounds the connections kept per daemon address; a
+// client with more concurrent calls than this dials for the rest.
+const maxIdleWireConns = 256
+
+type wireConn struct {
+	nc net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+}
+
+// wires returns the wire for each of bases that is a plain-http address
+// proxy (the transport's Proxy) does not send through a proxy; nil for
+// the others.
+func wires(bases []string, proxy func(*http.Request) (*url.URL, error), token string) []*wire {
+	ws := make([]*wire, len(bases))
+	for i, base := range bases {
+		u, err := url.Parse(base)
+		if err != nil || u.Scheme != "http" {
+			continue
+		}
+		if proxy != nil {
+			if p, err := proxy(&http.Request{URL: u}); err != nil || p != nil {
+				continue
+			}
+		}
+		ws[i] = newWire(u.Host, u.EscapedPath(), token)
+	}
+	return ws
+}
+
+func newWire(host, prefix, token string) *wire {
+	head := "Host: " + host + "\r\nAccept: application/json\r\n"
+	if token != "" {
+		head += "Authorization: Bearer " + token + "\r\n"
+	}
+	addr := host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		addr = net.JoinHostPort(host, "80")
+	}
+	return &wire{addr: addr, prefix: prefix, head: []byte(head), dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}
+}
+
+// errNoAnswer marks a round trip that failed before any byte of an
+// answer was read: the daemon may or may not have acted on the request.
+var errNoAnswer = errors.New("no answer")
+
+// roundTrip sends one request and reads the answer's body into buf. A
+// request on a kept-alive connection that the daemon had closed (its idle
+// timeout) is sent again on a new connection, once; retried says so.
+func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byte, buf *bytes.Buffer) (status int, retried bool, err error) {
+	for attempt := 0; ; attempt++ {
+		cn, reused := w.get()
+		if cn == nil {
+			nc, err := w.dialer.DialContext(ctx, "tcp", w.addr)
+			if err != nil {
+				return 0, retried, fmt.Errorf("%w: %w", errNoAnswer, err)
+			}
+			cn = &wireConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), bw: bufio.NewWriterSize(nc, 4096)}
+		}
+		status, keep, answered, err := w.exchange(ctx, cn, method, path, payload, buf)
+		if err == nil && keep {
+			w.put(cn)
+		} else {
+			cn.nc.Close()
+		}
+		if err != nil && !answered && reused && attempt == 0 && ctx.Err() == nil {
+			retried = true
+			continue
+		}
+		if err != nil && !answered {
+			err = fmt.Errorf("%w: %w", errNoAnswer, err)
+		}
+		return status, retried, err
+	}
+}
+
+func (w *wire) get() (*wireConn, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := len(w.idle)
+	if n == 0 {
+		return nil, false
+	}
+	cn := w.idle[n-1]
+	w.idle[n-1] = nil
+	w.idle = w.idle[:n-1]
+	return cn, true
+}
+
+func (w *wire) put(cn *wireConn) {
+	w.mu.Lock()
+	if len(w.idle) < maxIdleWireConns {
+		w.idle = append(w.idle, cn)
+		cn = nil
+	}
+	w.mu.Unlock()
+	if cn != nil {
+		cn.nc.Close()
+	}
+}
+
+// closeIdle closes the kept-alive connections.
+func (w *wire) closeIdle() {
+	w.mu.Lock()
+	idle := w.idle
+	w.idle = nil
+	w.mu.Unlock()
+	for _, cn := range idle {
+		cn.nc.Close()
+	}
+}
+
+// aLongTimeAgo is a deadline in the past: it makes blocked I/O return.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// exchange writes the request on cn and reads the answer. keep says cn
+// may carry another request; answered, that the answer's status line was
+// read (the daemon got the request).
+func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, payload []byte, buf *bytes.Buffer) (status int, keep, answered bool, err error) {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(aLongTimeAgo) })
+		defer func() {
+			if !stop() {
+				// ctx ended: the deadline poisoned cn, and ctx's error is
+				// the one to report.
+				keep = false
+				if err != nil || !answered {
+					err = ctx.Err()
+				}
+			}
+		}()
+	}
+	bw := cn.bw
+	bw.WriteString(method)
+	bw.WriteByte(' ')
+	bw.WriteString(w.prefix)
+	bw.WriteString(path)
+	bw.WriteString(" HTTP/1.1\r\n")
+	bw.Write(w.head)
+	if payload != nil {
+		bw.WriteString("Content-Type: application/json\r\nContent-Length: ")
+		bw.WriteString(strconv.Itoa(len(payload)))
+		bw.WriteString("\r\n")
+	}
+	bw.WriteString("\r\n")
+	bw.Write(payload)
+	if err := bw.Flush(); err != nil {
+		return 0, false, false, fmt.Errorf("write the request: %w", err)
+	}
+	for {
+		status, err = readStatus(cn.br)
+		if err != nil {
+			return 0, false, false, err
+		}
+		h, err := readHeader(cn.br)
+		if err != nil {
+			return status, false, true, err
+		}
+		if status >= 100 && status < 200 {
+			continue // 100 Continue and the like: the answer follows
+		}
+		keep, err = readBody(cn.br, status, h, buf)
+		return status, keep, true, err
+	}
+}
+
+// readStatus reads "HTTP/1.x NNN reason".
+func readStatus(br *bufio.Reader) (int, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		return 0, fmt.Errorf("read the answer: %w", err)
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, fmt.Errorf("read the answer: not an HTTP/1.x status line: %q", bytes.TrimSpace(line))
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil || status < 100 {
+		return 0, fmt.Errorf("read the answer: bad status in %q", bytes.TrimSpace(line))
+	}
+	return status, nil
+}
+
+// header is what the client needs of an answer's header.
+type header struct {
+	length  int64 // -1: none given
+	chunked bool
+	close   bool
+}
+
+func readHeader(br *bufio.Reader) (header, error) {
+	h := header{length: -1}
+	for range 256 {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				err = errors.New("a header line is longer than 4096 bytes")
+			}
+			return h, fmt.Errorf("read the answer's header: %w", err)
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			return h, nil
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			return h, fmt.Errorf("read the answer's header: malformed line %q", line)
+		}
+		value = bytes.TrimSpace(value)
+		switch {
+		case asciiEqualFold(name, "Content-Length"):
+			n, err := strconv.ParseInt(string(value), 10, 64)
+			if err != nil || n < 0 {
+				return h, fmt.Errorf("read the answer's header: bad Content-Length %q", value)
+			}
+			h.length = n
+		case asciiEqualFold(name, "Transfer-Encoding"):
+			if !asciiEqualFold(value, "chunked") {
+				return h, fmt.Errorf("read the answer's header: unsupported Transfer-Encoding %q", value)
+			}
+			h.chunked = true
+		case asciiEqualFold(name, "Connection"):
+			h.close = h.close || asciiEqualFold(value, "close")
+		}
+	}
+	return h, errors.New("read the answer's header: more than 256 lines")
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// readBody reads the answer's body into buf, at most maxAnswerBytes; keep
+// says the connection may carry another request.
+func readBody(br *bufio.Reader, status int, h header, buf *bytes.Buffer) (keep bool, err error) {
+	switch {
+	case status == 204 || status == 304:
+		return !h.close, nil
+	case h.chunked:
+		n, err := buf.ReadFrom(io.LimitReader(httputil.NewChunkedReader(br), maxAnswerBytes+1))
+		if err != nil {
+			return false, fmt.Errorf("read the answer's body: %w", err)
+		}
+		if n > maxAnswerBytes {
+			return false, fmt.Errorf("the answer is longer than %d bytes", maxAnswerBytes)
+		}
+		// The chunked reader stops at the last chunk; its trailer (none,
+		// or header lines) ends with an empty line.
+		if _, err := readHeader(br); err != nil {
+			return false, err
+		}
+		return !h.close, nil
+	case h.length >= 0:
+		if h.length > maxAnswerBytes {
+			return false, fmt.Errorf("the answer is %d bytes long; at most %d are read", h.length, maxAnswerBytes)
+		}
+		buf.Grow(int(h.length))
+		b := buf.AvailableBuffer()[:h.length]
+		if _, err := io.ReadFull(br, b); err != nil {
+			return false, fmt.Errorf("read the answer's body: %w", err)
+		}
+		buf.Write(b)
+		return !h.close, nil
+	default: // the body runs to the end of the connection
+		n, err := buf.ReadFrom(io.LimitReader(br, maxAnswerBytes+1))
+		if err != nil {
+			return false, fmt.Errorf("read the answer's body: %w", err)
+		}
+		if n > maxAnswerBytes {
+			return false, fmt.Errorf("the answer is longer than %d bytes", maxAnswerBytes)
+		}
+		return false, nil
+	}
+}
