@@ -140,8 +140,8 @@ func TestWireRetriesAClosedKeptAliveConnection(t *testing.T) {
 func TestWireAnswerFramings(t *testing.T) {
 	for _, tc := range []struct {
 		name, raw, body string
-		status         int
-		reuse          bool
+		status          int
+		reuse           bool
 	}{
 		{"length", "HTTP/1.1 201 Created\r\nContent-Length: 5\r\n\r\nhello", "hello", 201, true},
 		{"chunked with trailer", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2\r\nlo\r\n0\r\nX-T: 1\r\n\r\n", "hello", 200, true},
