@@ -30,7 +30,6 @@ import (
 // write waiting behind a large batch sees).
 const maxBatch = 512
 
-
 // recordWrite is one queued statement.
 type recordWrite struct {
 	verb  string // "put pool lease", ...: for errors
