@@ -53,8 +53,12 @@ const (
 	sqlChangeVis     = `UPDATE messages SET visible_ms = ? WHERE id = ? AND queue = ? AND receipt = ?`
 
 	sqlGetInstance = `SELECT ` + instanceColumns + ` FROM instances WHERE id = ?`
-	sqlClaimedBy   = `SELECT ` + instanceColumns + ` FROM instances WHERE class = ? AND owner = ? AND owner != '' AND state = ? ORDER BY id`
-	sqlTransition  = `UPDATE instances SET state = ?, owner = ?, updated_ns = ?, claim_expires_ns = ?
+	// Left to itself the planner picks instances_by_class (it yields id
+	// order without a sort) and reads every claimed instance of the class:
+	// a pickup's retry lookup then costs O(claimed instances).
+	sqlClaimedBy = `SELECT ` + instanceColumns + ` FROM instances INDEXED BY instances_by_owner
+		WHERE class = ? AND owner = ? AND owner != '' AND state = ? ORDER BY id`
+	sqlTransition = `UPDATE instances SET state = ?, owner = ?, updated_ns = ?, claim_expires_ns = ?
 		WHERE id = ? AND state = ? AND owner = ? AND (? = 0 OR threshold_ns > ?)
 			AND (? = 0 OR (claim_expires_ns != 0 AND claim_expires_ns <= ?))
 		RETURNING ` + instanceColumns
