@@ -11,18 +11,9 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/ledger"
 )
-
-// grantStore keeps the budget permits and VM-ceiling claims granted over HTTP
-// as opaque records by ID, so a restarted daemon still counts what its
-// clients hold (pool leases have their own store, pools.Store). Both
-// backends implement it.
-type grantStore interface {
-	PutGrant(ctx context.Context, id string, body []byte) error
-	DeleteGrant(ctx context.Context, id string) error
-	LoadGrants(ctx context.Context) (map[string][]byte, error)
-}
 
 // grantRecord is the stored form of one grant: exactly one of the two is set.
 type grantRecord struct {
@@ -38,7 +29,10 @@ func claimRecordID(ceiling, claimID string) string { return "claim/" + ceiling +
 // not written is given back), deletes through a deleteQueue. A nil *grants
 // (tests without a backend) records nothing.
 type grants struct {
-	store grantStore
+	// store keeps the budget permits and VM-ceiling claims granted over
+	// HTTP as opaque records by ID, so a restarted daemon still counts what
+	// its clients hold (pool leases have their own store, pools.Store).
+	store backend.GrantStore
 	q     *deleteQueue
 
 	mu     sync.Mutex
@@ -51,7 +45,7 @@ type claimRef struct {
 	requestID string // the request_id it was granted for, if any
 }
 
-func newGrants(store grantStore, log *slog.Logger) *grants {
+func newGrants(store backend.GrantStore, log *slog.Logger) *grants {
 	return &grants{store: store, q: newDeleteQueue("grant", store.DeleteGrant, log), claims: map[string]claimRef{}}
 }
 

@@ -259,7 +259,7 @@ func (s leaderPools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error
 type leaderGrants struct {
 	e     *elector
 	fence func(epoch int64) backend.GrantStore
-	plain grantStore
+	plain backend.GrantStore
 }
 
 func (s leaderGrants) PutGrant(ctx context.Context, id string, body []byte) error {
@@ -283,6 +283,6 @@ func (s leaderGrants) LoadGrants(ctx context.Context) (map[string][]byte, error)
 }
 
 var (
-	_ pools.Store = leaderPools{}
-	_ grantStore  = leaderGrants{}
+	_ pools.Store        = leaderPools{}
+	_ backend.GrantStore = leaderGrants{}
 )

@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/internal/clocktest"
 )
 
@@ -265,7 +266,7 @@ func TestRestartDropsLapsedAndOrphanedGrants(t *testing.T) {
 
 // failingGrants fails every write: a grant that cannot be recorded is not
 // granted, and the budget or ceiling is left as it was.
-type failingGrants struct{ grantStore }
+type failingGrants struct{ backend.GrantStore }
 
 func (failingGrants) PutGrant(context.Context, string, []byte) error {
 	return errors.New("injected: backend unreachable")
@@ -298,13 +299,13 @@ func TestGrantNotRecordedIsNotGranted(t *testing.T) {
 
 // hookGrants calls beforePut before each record is written.
 type hookGrants struct {
-	grantStore
+	backend.GrantStore
 	beforePut func(id string)
 }
 
 func (h hookGrants) PutGrant(ctx context.Context, id string, body []byte) error {
 	h.beforePut(id)
-	return h.grantStore.PutGrant(ctx, id, body)
+	return h.GrantStore.PutGrant(ctx, id, body)
 }
 
 // A release whose record delete lands while a heartbeat of the same permit

@@ -160,6 +160,13 @@ func start(t testing.TB, name string, argv []string) (string, error) {
 		close(exited)
 	}()
 	t.Cleanup(func() {
+		select {
+		case <-exited:
+			// Reaped: its process group ID may already name another
+			// process group (a later emulator's), which must not be killed.
+			return
+		default:
+		}
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		select {
 		case <-exited:
