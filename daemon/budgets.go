@@ -30,10 +30,10 @@ func budgetConfig(e reconcile.BudgetEntry) fatjob.Config {
 
 // budget is one budget's fatjob.Pool.
 type budget struct {
-	name     string
-	pool     *fatjob.Pool
-	entry    reconcile.BudgetEntry
-	retained bool // removed from the configuration, kept while in use
+	name  string
+	pool  *fatjob.Pool
+	entry reconcile.BudgetEntry
+	retention
 }
 
 // budgetSet is the budgets of the configuration, a fatjob.Pool each.
@@ -55,27 +55,19 @@ func (s *budgetSet) prepare(in *input) (commitFunc, error) {
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
 	entries := in.doc.Budgets
-	fresh := map[string]*fatjob.Pool{}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		addr := reconcile.Address{Type: reconcile.TypeBudget, Name: name}
-		fc := budgetConfig(entries[name])
+	fresh, err := prepareEach(in, reconcile.TypeBudget, entries, func(name string, e reconcile.BudgetEntry) (*fatjob.Pool, bool, error) {
+		fc := budgetConfig(e)
 		if err := fc.Validate(); err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
+			return nil, false, err
 		}
 		if _, ok := have[name]; ok {
-			continue
+			return nil, false, nil
 		}
 		fp, err := fatjob.New(fc)
-		if err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
-		}
-		fresh[name] = fp
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return fp, err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
 }
@@ -83,44 +75,29 @@ func (s *budgetSet) prepare(in *input) (commitFunc, error) {
 func (s *budgetSet) commit(entries map[string]reconcile.BudgetEntry, fresh map[string]*fatjob.Pool) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var changes []string
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		e := entries[name]
-		cur, ok := s.m[name]
-		if !ok {
+	return commitEach(reconcile.TypeBudget, s.m, entries, func(name string, e reconcile.BudgetEntry, cur *budget, had bool) (string, error) {
+		if !had {
 			fp := fresh[name]
 			if fp == nil { // swept since prepare
 				var err error
 				if fp, err = fatjob.New(budgetConfig(e)); err != nil {
-					errs = append(errs, fmt.Errorf("budget %q: %w", name, err))
-					continue
+					return "", err
 				}
 			}
 			s.m[name] = &budget{name: name, pool: fp, entry: e}
-			changes = append(changes, fmt.Sprintf("budget.%s: created", name))
-			continue
+			return fmt.Sprintf("budget.%s: created", name), nil
 		}
 		cur.retained = false
 		if cur.entry == e {
-			continue
+			return "", nil
 		}
 		if err := cur.pool.Reconfigure(budgetConfig(e)); err != nil {
-			errs = append(errs, fmt.Errorf("budget %q: %w", name, err))
-			continue
+			return "", err
 		}
-		changes = append(changes, entryChange("budget."+name, cur.entry, e))
+		change := entryChange("budget."+name, cur.entry, e)
 		cur.entry = e
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.m)) {
-		if b := s.m[name]; !b.retained {
-			if _, ok := entries[name]; !ok {
-				b.retained = true
-				changes = append(changes, fmt.Sprintf("budget.%s: removed from the configuration", name))
-			}
-		}
-	}
-	return changes, errors.Join(errs...)
+		return change, nil
+	})
 }
 
 func (s *budgetSet) sweep(ctx context.Context) {

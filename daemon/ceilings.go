@@ -34,12 +34,12 @@ func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource)
 
 // ceiling is one VM ceiling's ledger and its usage poll loop.
 type ceiling struct {
-	name     string
-	ledger   *ledger.Ledger
-	entry    reconcile.CeilingEntry
-	retained bool               // removed from the configuration, kept while claims count
-	stop     context.CancelFunc // ends the usage poll loop; nil without a usage source
-	done     chan struct{}
+	name      string
+	ledger    *ledger.Ledger
+	entry     reconcile.CeilingEntry
+	retention                    // kept while claims count
+	stop      context.CancelFunc // ends the usage poll loop; nil without a usage source
+	done      chan struct{}
 }
 
 // ceilingSet is the VM ceilings of the configuration, a ledger each.
@@ -76,27 +76,19 @@ func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
 	entries := in.doc.VMCeilings
-	fresh := map[string]*ledger.Ledger{}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		addr := reconcile.Address{Type: reconcile.TypeVMCeiling, Name: name}
-		lc, _ := ceilingConfig(entries[name])
+	fresh, err := prepareEach(in, reconcile.TypeVMCeiling, entries, func(name string, e reconcile.CeilingEntry) (*ledger.Ledger, bool, error) {
+		lc, _ := ceilingConfig(e)
 		if err := lc.Validate(); err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
+			return nil, false, err
 		}
 		if _, ok := have[name]; ok {
-			continue
+			return nil, false, nil
 		}
 		l, err := s.newLedger(name, lc)
-		if err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
-		}
-		fresh[name] = l
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return l, err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
 }
@@ -104,36 +96,29 @@ func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
 func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map[string]*ledger.Ledger) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var changes []string
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		e := entries[name]
+	return commitEach(reconcile.TypeVMCeiling, s.m, entries, func(name string, e reconcile.CeilingEntry, cur *ceiling, had bool) (string, error) {
 		lc, _ := ceilingConfig(e)
-		cur, ok := s.m[name]
-		if !ok {
+		if !had {
 			l := fresh[name]
 			if l == nil { // swept since prepare
 				var err error
 				if l, err = s.newLedger(name, lc); err != nil {
-					errs = append(errs, fmt.Errorf("vm_ceiling %q: %w", name, err))
-					continue
+					return "", err
 				}
 			}
 			ce := &ceiling{name: name, ledger: l, entry: e}
 			ce.startUsage(nil)
 			s.m[name] = ce
-			changes = append(changes, fmt.Sprintf("vm_ceiling.%s: created", name))
-			continue
+			return fmt.Sprintf("vm_ceiling.%s: created", name), nil
 		}
 		cur.retained = false
 		if cur.entry == e {
-			continue
+			return "", nil
 		}
 		if err := cur.ledger.Reconfigure(lc); err != nil {
-			errs = append(errs, fmt.Errorf("vm_ceiling %q: %w", name, err))
-			continue
+			return "", err
 		}
-		changes = append(changes, entryChange("vm_ceiling."+name, cur.entry, e))
+		change := entryChange("vm_ceiling."+name, cur.entry, e)
 		usageChanged := cur.entry.Usage != e.Usage
 		cur.entry = e
 		if usageChanged {
@@ -141,16 +126,8 @@ func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map
 			// figure of the old source lands after one of the new.
 			cur.startUsage(cur.stopUsage())
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.m)) {
-		if ce := s.m[name]; !ce.retained {
-			if _, ok := entries[name]; !ok {
-				ce.retained = true
-				changes = append(changes, fmt.Sprintf("vm_ceiling.%s: removed from the configuration", name))
-			}
-		}
-	}
-	return changes, errors.Join(errs...)
+		return change, nil
+	})
 }
 
 // startUsage starts ce's usage poll loop, once after is closed, when its
@@ -250,7 +227,7 @@ func (s *ceilingSet) snapshot() []*ceiling {
 	s.mu.Lock()
 	out := make([]*ceiling, 0, len(s.m))
 	for _, ce := range s.m {
-		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, retained: ce.retained})
+		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, retention: ce.retention})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b *ceiling) int { return strings.Compare(a.name, b.name) })

@@ -45,7 +45,7 @@ type class struct {
 	mgr        *pickup.Manager
 	entry      reconcile.ClassEntry
 	visibility reconcile.Duration // the queue's visibility timeout
-	retained   bool
+	retention
 }
 
 // classSet is the runner classes of the configuration, a pickup manager
@@ -79,28 +79,19 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
 	entries := in.doc.RunnerClasses
-	fresh := map[string]*pickup.Manager{}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		e := entries[name]
-		addr := reconcile.Address{Type: reconcile.TypeRunnerClass, Name: name}
+	fresh, err := prepareEach(in, reconcile.TypeRunnerClass, entries, func(name string, e reconcile.ClassEntry) (*pickup.Manager, bool, error) {
 		pc := pickupConfig(name, e, in.doc.Queues[name].VisibilityTimeout, s.shortPoll)
 		if err := pc.Validate(); err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
+			return nil, false, err
 		}
 		if cur, ok := have[name]; (ok && cur.entry.Queue == e.Queue) || s.open == nil {
-			continue
+			return nil, false, nil
 		}
 		m, err := s.open(pc, e.Queue)
-		if err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
-			continue
-		}
-		fresh[name] = m
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return m, err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	queues := maps.Clone(in.doc.Queues)
 	return func() ([]string, error) { return s.commit(maps.Clone(entries), queues, fresh) }, nil
@@ -110,18 +101,13 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[string]reconcile.QueueEntry, fresh map[string]*pickup.Manager) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var changes []string
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		e := entries[name]
+	return commitEach(reconcile.TypeRunnerClass, s.m, entries, func(name string, e reconcile.ClassEntry, cur *class, had bool) (string, error) {
 		vis := queues[name].VisibilityTimeout
-		cur, had := s.m[name]
 		m := fresh[name]
 		if m == nil && !had && s.open != nil { // swept since prepare
 			var err error
 			if m, err = s.open(pickupConfig(name, e, vis, s.shortPoll), e.Queue); err != nil {
-				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
-				continue
+				return "", err
 			}
 		}
 		switch {
@@ -130,35 +116,26 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[st
 			s.history.start(s.now(), name, outcomes(m.Counters()))
 			if had {
 				go cur.mgr.GiveBack(context.Background()) // its held misfits, to the old queue; no I/O under s.mu
-				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
-			} else {
-				changes = append(changes, fmt.Sprintf("runner_class.%s: created", name))
+				return entryChange("runner_class."+name, cur.entry, e), nil
 			}
+			return fmt.Sprintf("runner_class.%s: created", name), nil
 		case !had:
-			// No backend (tests of the plan alone).
-		case cur.entry == e && cur.visibility == vis:
-			cur.retained = false
-		default:
-			cur.retained = false
-			if err := cur.mgr.Reconfigure(pickupConfig(name, e, vis, s.shortPoll)); err != nil {
-				errs = append(errs, fmt.Errorf("runner_class %q: %w", name, err))
-				continue
-			}
-			if cur.entry != e {
-				changes = append(changes, entryChange("runner_class."+name, cur.entry, e))
-			}
-			cur.entry, cur.visibility = e, vis
+			return "", nil // no backend (tests of the plan alone)
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.m)) {
-		if cl := s.m[name]; !cl.retained {
-			if _, ok := entries[name]; !ok {
-				cl.retained = true
-				changes = append(changes, fmt.Sprintf("runner_class.%s: removed from the configuration", name))
-			}
+		cur.retained = false
+		if cur.entry == e && cur.visibility == vis {
+			return "", nil
 		}
-	}
-	return changes, errors.Join(errs...)
+		if err := cur.mgr.Reconfigure(pickupConfig(name, e, vis, s.shortPoll)); err != nil {
+			return "", err
+		}
+		change := ""
+		if cur.entry != e {
+			change = entryChange("runner_class."+name, cur.entry, e)
+		}
+		cur.entry, cur.visibility = e, vis
+		return change, nil
+	})
 }
 
 // sweep drops removed classes: a pickup manager holds no request between
@@ -227,7 +204,7 @@ func (s *classSet) snapshot() []*class {
 	defer s.mu.Unlock()
 	list := make([]*class, 0, len(s.m))
 	for _, cl := range s.m {
-		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, retained: cl.retained})
+		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, retention: cl.retention})
 	}
 	slices.SortFunc(list, func(a, b *class) int { return strings.Compare(a.name, b.name) })
 	return list

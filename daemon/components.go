@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
@@ -212,3 +214,67 @@ func entryChange[E comparable](addr string, old, cur E) string {
 
 // joinLines renders changes for a log line.
 func joinLines(lines []string) string { return strings.Join(lines, "; ") }
+
+// retention is what every component of a keyed set (budgets, VM ceilings,
+// runner classes) carries: whether it was removed from the configuration
+// and is kept only while in use.
+type retention struct {
+	retained bool
+}
+
+// retain marks the component retained; it reports whether it was not yet.
+func (r *retention) retain() bool {
+	was := r.retained
+	r.retained = true
+	return !was
+}
+
+// prepareEach is a keyed set's prepare over the document's entries of its
+// kind, in name order, changing nothing: prep validates one entry and,
+// when it needs a new component, builds it (built true). It returns what
+// was built by name, or every problem found joined, each located at its
+// entry's declaration.
+func prepareEach[E, X any](in *input, typ reconcile.ResourceType, entries map[string]E, prep func(name string, e E) (x X, built bool, err error)) (map[string]X, error) {
+	fresh := map[string]X{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		x, built, err := prep(name, entries[name])
+		switch {
+		case err != nil:
+			errs = append(errs, in.errorf(reconcile.Address{Type: typ, Name: name}, "%v", err))
+		case built:
+			fresh[name] = x
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return fresh, nil
+}
+
+// commitEach is a keyed set's commit, called with the set's lock held:
+// apply creates or updates the component of each entry, in name order (had
+// false: m has none by that name), and returns its change line, "" for
+// none; the components of m no longer declared are retained. An entry
+// apply fails on keeps its old component, and the error names it.
+func commitEach[E any, C interface{ retain() bool }](typ reconcile.ResourceType, m map[string]C, entries map[string]E, apply func(name string, e E, cur C, had bool) (change string, err error)) ([]string, error) {
+	var changes []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		cur, had := m[name]
+		change, err := apply(name, entries[name], cur, had)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", typ, name, err))
+			continue
+		}
+		if change != "" {
+			changes = append(changes, change)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if _, ok := entries[name]; !ok && m[name].retain() {
+			changes = append(changes, fmt.Sprintf("%s.%s: removed from the configuration", typ, name))
+		}
+	}
+	return changes, errors.Join(errs...)
+}
