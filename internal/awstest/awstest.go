@@ -99,8 +99,15 @@ func Start(t testing.TB) Endpoints {
 	sqsScript := fmt.Sprintf(`require(%q).createSqsServer({port: 0, hostname: "127.0.0.1", emulateQueueCreationLifecycle: false})
 		.then(s => console.log(%q + s.address().port), e => { console.error(e); process.exit(1) })`,
 		filepath.Join(dir, "node_modules", "local-aws-sqs"), portLine)
+	// dynalite rethrows a request's error, so a client that resets its
+	// connection mid-request (a process under test killed with SIGKILL)
+	// would kill it: the handler added after dynalite's own replaces that.
 	ddbScript := fmt.Sprintf(`const s = require(%q)({createTableMs: 10, deleteTableMs: 10, updateTableMs: 10});
 		s.on("error", e => { console.error(e); process.exit(1) });
+		s.on("request", req => {
+			req.removeAllListeners("error");
+			req.on("error", e => console.error("dynalite: a client dropped its request:", e.code || e.message))
+		});
 		s.listen(0, "127.0.0.1", () => console.log(%q + s.address().port))`,
 		filepath.Join(dir, "node_modules", "dynalite"), portLine)
 	var wg sync.WaitGroup
@@ -141,6 +148,7 @@ func start(t testing.TB, name string, argv []string) (string, error) {
 		return "", fmt.Errorf("start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
+	var waitErr error // set before exited is closed
 	port := make(chan string, 1)
 	go func() {
 		// Read stdout to its end (so the emulator never blocks on a full
@@ -156,14 +164,17 @@ func start(t testing.TB, name string, argv []string) (string, error) {
 				stderr.Write(append(sc.Bytes(), '\n'))
 			}
 		}
-		_ = cmd.Wait()
+		waitErr = cmd.Wait()
 		close(exited)
 	}()
 	t.Cleanup(func() {
 		select {
 		case <-exited:
-			// Reaped: its process group ID may already name another
-			// process group (a later emulator's), which must not be killed.
+			// It died during the test: say how, since the test's own
+			// failure will only be "connection refused". Reaped, its
+			// process group ID may already name another process group (a
+			// later emulator's), which must not be killed.
+			t.Logf("awstest: %s (pid %d) exited during the test (%v): %s", name, cmd.Process.Pid, waitErr, strings.TrimSpace(stderr.String()))
 			return
 		default:
 		}
