@@ -128,6 +128,12 @@ func IsCode(err error, code string) bool {
 // maxAnswerBytes bounds the body of an answer the client reads.
 const maxAnswerBytes = 16 << 20
 
+// jsonAppender is a body with a hand-kept encoder that writes what
+// json.Marshal would (api.AcquireRequest, on the hot path).
+type jsonAppender interface {
+	AppendJSON(b []byte) ([]byte, error)
+}
+
 // send sends a request, retrying as the Client documents, and hands the
 // status and body of the answer to read, whose body is valid only during
 // the call (its buffer is reused); retried tells read whether an earlier
@@ -139,7 +145,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 		// Not from c.bufs: a transport may still read a request body
 		// after RoundTrip returned.
 		var err error
-		if payload, err = json.Marshal(in); err != nil {
+		if a, ok := in.(jsonAppender); ok {
+			payload, err = a.AppendJSON(make([]byte, 0, 256))
+		} else {
+			payload, err = json.Marshal(in)
+		}
+		if err != nil {
 			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
 		}
 		hdr = c.jsonHdr
