@@ -208,8 +208,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.elector = newElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
 		func() string { return d.reloader.state().hash }, d.log.With("component", "leader"))
 	d.forward = newForwarder(d)
-	d.leaseStore = newAsyncDeleteStore(leaderPools{e: d.elector, fence: d.backend.FencedPools, plain: d.backend.Pools}, d.log)
-	d.grants = newGrants(leaderGrants{e: d.elector, fence: d.backend.FencedGrants, plain: d.backend.Grants}, d.log)
+	d.leaseStore = newAsyncDeleteStore(leaderPools{e: d.elector, fence: newFenced(d.backend.FencedPools), plain: d.backend.Pools}, d.log)
+	d.grants = newGrants(leaderGrants{e: d.elector, fence: newFenced(d.backend.FencedGrants), plain: d.backend.Grants}, d.log)
 	d.permits = newPermitTable(opts.Clock, d.grants)
 	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
 	if err != nil {

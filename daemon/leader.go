@@ -231,7 +231,7 @@ func (e *elector) resign(ctx context.Context) error {
 // backend's store fenced with the epoch this daemon leads under.
 type leaderPools struct {
 	e     *elector
-	fence func(epoch int64) pools.Store
+	fence *fenced[pools.Store]
 	plain pools.Store
 }
 
@@ -240,7 +240,7 @@ func (s leaderPools) PutLease(ctx context.Context, rec pools.LeaseRecord) error 
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence(epoch).PutLease(ctx, rec))
+	return s.e.check(s.fence.at(epoch).PutLease(ctx, rec))
 }
 
 func (s leaderPools) DeleteLease(ctx context.Context, id string) error {
@@ -248,7 +248,7 @@ func (s leaderPools) DeleteLease(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence(epoch).DeleteLease(ctx, id))
+	return s.e.check(s.fence.at(epoch).DeleteLease(ctx, id))
 }
 
 func (s leaderPools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
@@ -258,7 +258,7 @@ func (s leaderPools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error
 // leaderGrants is leaderPools for the permit and claim records.
 type leaderGrants struct {
 	e     *elector
-	fence func(epoch int64) backend.GrantStore
+	fence *fenced[backend.GrantStore]
 	plain backend.GrantStore
 }
 
@@ -267,7 +267,7 @@ func (s leaderGrants) PutGrant(ctx context.Context, id string, body []byte) erro
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence(epoch).PutGrant(ctx, id, body))
+	return s.e.check(s.fence.at(epoch).PutGrant(ctx, id, body))
 }
 
 func (s leaderGrants) DeleteGrant(ctx context.Context, id string) error {
@@ -275,11 +275,34 @@ func (s leaderGrants) DeleteGrant(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence(epoch).DeleteGrant(ctx, id))
+	return s.e.check(s.fence.at(epoch).DeleteGrant(ctx, id))
 }
 
 func (s leaderGrants) LoadGrants(ctx context.Context) (map[string][]byte, error) {
 	return s.plain.LoadGrants(ctx)
+}
+
+// fenced keeps the store fenced at the latest epoch, so that a write makes
+// a new one only when the epoch changed (a takeover), not every time.
+type fenced[S any] struct {
+	fence func(epoch int64) S
+	cur   atomic.Pointer[fencedAt[S]]
+}
+
+type fencedAt[S any] struct {
+	epoch int64
+	store S
+}
+
+func newFenced[S any](fence func(epoch int64) S) *fenced[S] { return &fenced[S]{fence: fence} }
+
+func (f *fenced[S]) at(epoch int64) S {
+	if c := f.cur.Load(); c != nil && c.epoch == epoch {
+		return c.store
+	}
+	c := &fencedAt[S]{epoch: epoch, store: f.fence(epoch)}
+	f.cur.Store(c)
+	return c.store
 }
 
 var (

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,7 +66,6 @@ const inFlight = 64
 
 func (q *deleteQueue) run() {
 	defer close(q.done)
-	sem := make(chan struct{}, inFlight)
 	var wg sync.WaitGroup
 	for {
 		q.mu.Lock()
@@ -73,20 +73,21 @@ func (q *deleteQueue) run() {
 		q.queue = nil
 		closed := q.closed
 		q.mu.Unlock()
-		for _, id := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-				defer cancel()
-				if err := q.del(ctx, id); err != nil {
-					// The record outlives its grant; its TTL (or the next
-					// restore) drops it.
-					q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
-				}
-			})
+		// The deletes of a chunk run at once and share one deadline.
+		for chunk := range slices.Chunk(batch, inFlight) {
+			ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+			for _, id := range chunk {
+				wg.Go(func() {
+					if err := q.del(ctx, id); err != nil {
+						// The record outlives its grant; its TTL (or the
+						// next restore) drops it.
+						q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
+					}
+				})
+			}
+			wg.Wait()
+			cancel()
 		}
-		wg.Wait()
 		if closed && len(batch) == 0 {
 			return
 		}
