@@ -405,7 +405,7 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 		// The lease of a request_id has a fixed ID, restored under it
 		// by a new leader: a retry finds the grant already made.
 		pr.ID = name + "/r-" + rid
-		if l, err := d.comp.pools.lease(pr.ID); err == nil {
+		if l, ok := d.comp.pools.mgr.Held(pr.ID); ok {
 			_ = writeJSON(w, http.StatusOK, poolLease(l))
 			return
 		}

@@ -69,6 +69,7 @@ func TestHolders(t *testing.T) {
 
 	// A released holder leaves the list; a store-less lease without a TTL
 	// still gets an ID that Lease finds.
+	aID := a.ID()
 	if err := a.Release(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +83,15 @@ func TestHolders(t *testing.T) {
 		if l, err := m.Lease(h.ID); err != nil || l.TaskID() != h.TaskID {
 			t.Fatalf("Lease(%q) = %v, %v; want the holder of task %s", h.ID, l, err, h.TaskID)
 		}
+		if l, ok := m.Held(h.ID); !ok || l.TaskID() != h.TaskID {
+			t.Fatalf("Held(%q) = %v, %v; want the holder of task %s", h.ID, l, ok, h.TaskID)
+		}
+	}
+	// A released lease is neither found nor held.
+	if _, err := m.Lease(aID); !errors.Is(err, ErrUnknownLease) {
+		t.Fatalf("Lease of the released lease: %v; want ErrUnknownLease", err)
+	}
+	if l, ok := m.Held(aID); ok {
+		t.Fatalf("Held of the released lease = %v, true", l)
 	}
 }

@@ -397,11 +397,18 @@ func (m *Manager) ListPools() []PoolStatus {
 // LeaseRecord, so a daemon can heartbeat or release it on behalf of a remote
 // holder. A released or expired lease fails with ErrUnknownLease.
 func (m *Manager) Lease(id string) (*Lease, error) {
-	m.idMu.Lock()
-	l := m.ids[id]
-	m.idMu.Unlock()
-	if l == nil {
+	l, ok := m.Held(id)
+	if !ok {
 		return nil, fmt.Errorf("pools: lease %q: %w (released, expired, or never granted)", id, ErrUnknownLease)
 	}
 	return l, nil
+}
+
+// Held is Lease without the error, for a lookup that expects to miss (a
+// request's first try, looking for the grant of an earlier one).
+func (m *Manager) Held(id string) (*Lease, bool) {
+	m.idMu.Lock()
+	l := m.ids[id]
+	m.idMu.Unlock()
+	return l, l != nil
 }
