@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/backend/aws"
-	"github.com/rpdhq/rpd/internal/awstest"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -202,15 +200,8 @@ func BenchmarkPickupLatency10msDeleteMode(b *testing.B) {
 
 // BenchmarkPickupEmulator: the same on the SQS and DynamoDB emulators.
 func BenchmarkPickupEmulator(b *testing.B) {
-	eps := awstest.Start(b)
+	_, be := openAWS(b, "bench", "pb")
 	ctx := context.Background()
-	be, err := aws.Open(ctx, eps.Options("bench", "pb"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := be.EnsureTables(ctx); err != nil {
-		b.Fatal(err)
-	}
 	class := nextClass()
 	if err := be.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 		b.Fatal(err)

@@ -92,16 +92,25 @@ func openLocal(t testing.TB, path string, now func() time.Time) (*env, *local.Ba
 	return &env{backend: "local", class: class, q: b.Queue("rp-" + class), t: b.Instances(), delay: 3 * time.Second, visibility: 30 * time.Second, depth: depth}, b
 }
 
-var awsKind = backendKind{name: "aws", open: func(t *testing.T) func(*testing.T) *env {
+// openAWS starts the emulators for t and opens the aws backend of stack
+// on them, its tables (under tablePrefix) created.
+func openAWS(t testing.TB, stack, tablePrefix string) (awstest.Endpoints, *aws.Backend) {
+	t.Helper()
 	eps := awstest.Start(t)
 	ctx := context.Background()
-	b, err := aws.Open(ctx, eps.Options("test", "pk"))
+	b, err := aws.Open(ctx, eps.Options(stack, tablePrefix))
 	if err != nil {
 		t.Fatalf("open aws backend: %v", err)
 	}
 	if err := b.EnsureTables(ctx); err != nil {
 		t.Fatalf("ensure tables: %v", err)
 	}
+	return eps, b
+}
+
+var awsKind = backendKind{name: "aws", open: func(t *testing.T) func(*testing.T) *env {
+	_, b := openAWS(t, "test", "pk")
+	ctx := context.Background()
 	return func(t *testing.T) *env {
 		class := nextClass()
 		name := "rp-" + class

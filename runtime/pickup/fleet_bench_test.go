@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
-	"github.com/rpdhq/rpd/backend/aws"
-	"github.com/rpdhq/rpd/internal/awstest"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -181,15 +179,8 @@ func BenchmarkMixedFleetFalseExhaustion(b *testing.B) {
 		}, pickup.ShortPollConfirm)
 	})
 	b.Run("emulator", func(b *testing.B) {
-		eps := awstest.Start(b)
+		_, be := openAWS(b, "bench", "fleet")
 		ctx := context.Background()
-		be, err := aws.Open(ctx, eps.Options("bench", "fleet"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := be.EnsureTables(ctx); err != nil {
-			b.Fatal(err)
-		}
 		benchFleet(b, func() (pickup.Queue, pickup.InstanceTable, string) {
 			class := nextClass()
 			if err := be.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {

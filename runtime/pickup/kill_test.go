@@ -51,15 +51,8 @@ func TestKill9LosesNothing(t *testing.T) {
 		kill9(t, e, []string{envKill9 + "=local", envKill9DB + "=" + db, envKill9Name + "=" + e.class})
 	})
 	t.Run("aws", func(t *testing.T) {
-		eps := awstest.Start(t)
+		eps, b := openAWS(t, "test", "k9")
 		ctx := context.Background()
-		b, err := aws.Open(ctx, eps.Options("test", "k9"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.EnsureTables(ctx); err != nil {
-			t.Fatal(err)
-		}
 		class := nextClass()
 		if err := b.CreateQueue(ctx, "rp-"+class, backend.QueueAttributes{VisibilityTimeout: 30 * time.Second}); err != nil {
 			t.Fatal(err)

@@ -171,15 +171,8 @@ func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (s
 		var discarded []*DiscardError
 		m.mu.Lock()
 		for _, msg := range msgs {
-			e, err := ParseEntry(msg.Body)
-			if err == nil {
-				if d := checkClass(cfg, e, now); d != nil {
-					err = d
-				}
-			}
-			if err != nil {
-				d := err.(*DiscardError)
-				m.stats.discarded[d.Reason].Add(1)
+			e, d := m.admit(cfg, msg, now)
+			if d != nil {
 				drop = append(drop, msg)
 				discarded = append(discarded, d)
 				continue

@@ -428,15 +428,8 @@ func (m *Manager) round(ctx context.Context, n int, releases *sync.WaitGroup) {
 	m.settled = nil
 	returns := m.expireHeldLocked(now) // held misfits go back at once, in either mode
 	for _, msg := range msgs {
-		e, err := ParseEntry(msg.Body)
-		if err == nil {
-			if d := checkClass(cfg, e, now); d != nil {
-				err = d
-			}
-		}
-		if err != nil {
-			d := err.(*DiscardError)
-			m.stats.discarded[d.Reason].Add(1)
+		e, d := m.admit(cfg, msg, now)
+		if d != nil {
 			discards = append(discards, msg)
 			discarded = append(discarded, d)
 			continue
@@ -711,4 +704,21 @@ func deleteFunc(msgs []Message, drop func(Message) bool) []Message {
 		}
 	}
 	return out
+}
+
+// admit parses msg's entry and checks it against the class; a message to
+// discard is counted under its reason and answered with why.
+func (m *Manager) admit(cfg *Config, msg Message, now time.Time) (Entry, *DiscardError) {
+	e, err := ParseEntry(msg.Body)
+	if err == nil {
+		if d := checkClass(cfg, e, now); d != nil {
+			err = d
+		}
+	}
+	if err != nil {
+		d := err.(*DiscardError)
+		m.stats.discarded[d.Reason].Add(1)
+		return Entry{}, d
+	}
+	return e, nil
 }
