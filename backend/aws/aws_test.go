@@ -35,6 +35,20 @@ func open(t testing.TB, opts aws.Options) *aws.Backend {
 	return b
 }
 
+// createTable makes a table as another tool (or an older rpd) would:
+// keyed by one string attribute, without rpd's marker or indexes.
+func createTable(t testing.TB, e awstest.Endpoints, name, key string) {
+	t.Helper()
+	if _, err := rawDynamo(t, e).CreateTable(context.Background(), &dynamodb.CreateTableInput{
+		TableName:            awssdk.String(name),
+		BillingMode:          types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String(key), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: awssdk.String(key), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func rawDynamo(t testing.TB, e awstest.Endpoints) *dynamodb.Client {
 	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion(awstest.Region), config.WithCredentialsProvider(awstest.Credentials()))
 	if err != nil {
@@ -93,14 +107,7 @@ func TestAWS(t *testing.T) {
 		ctx := context.Background()
 		stack := backendtest.RandomName("s")
 		prefix := "t" + stack
-		if _, err := rawDynamo(t, e).CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            awssdk.String(prefix + "-state"),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: awssdk.String("id"), KeyType: types.KeyTypeHash}},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createTable(t, e, prefix+"-state", "id")
 		b := open(t, e.Options(stack, prefix))
 		err := b.EnsureTables(ctx)
 		if err == nil || !strings.Contains(err.Error(), prefix+"-state") || !strings.Contains(err.Error(), "not an rpd table") {
@@ -115,14 +122,7 @@ func TestAWS(t *testing.T) {
 		ctx := context.Background()
 		stack := backendtest.RandomName("s")
 		prefix := "t" + stack
-		if _, err := rawDynamo(t, e).CreateTable(ctx, &dynamodb.CreateTableInput{
-			TableName:            awssdk.String(prefix + "-instances"),
-			BillingMode:          types.BillingModePayPerRequest,
-			AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String("instanceId"), AttributeType: types.ScalarAttributeTypeS}},
-			KeySchema:            []types.KeySchemaElement{{AttributeName: awssdk.String("instanceId"), KeyType: types.KeyTypeHash}},
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createTable(t, e, prefix+"-instances", "instanceId")
 		b := open(t, e.Options(stack, prefix))
 		in := pickup.Instance{ID: "i-1", Class: "medium", State: pickup.StateClaimed, Owner: "job-1", Threshold: time.Now().Add(time.Hour)}
 		if err := b.Instances().Put(ctx, in); err != nil {
