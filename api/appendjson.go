@@ -150,11 +150,11 @@ func (e *fieldAppender) float(k string, v float64) {
 		e.slow = true // json.Marshal's error
 		return
 	}
-	e.key(k)
 	if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
 		e.slow = true // json.Marshal trims the exponent's zeros: rare, left to it
 		return
 	}
+	e.key(k)
 	e.b = strconv.AppendFloat(e.b, v, 'f', -1, 64)
 }
 

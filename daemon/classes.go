@@ -321,12 +321,8 @@ func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badRequest("owner is required: the worker_id the instance was picked up with"))
 		return
 	}
-	inst, err := d.backend.Instances.Get(r.Context(), id)
+	inst, err := d.instance(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, pickup.ErrNotFound) {
-			d.fail(w, r, notFound("no instance %q in the instance table", id))
-			return
-		}
 		d.fail(w, r, err)
 		return
 	}
@@ -392,12 +388,8 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	inst, err := d.backend.Instances.Get(r.Context(), id)
+	inst, err := d.instance(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, pickup.ErrNotFound) {
-			d.fail(w, r, notFound("no instance %q in the instance table", id))
-			return
-		}
 		d.fail(w, r, err)
 		return
 	}

@@ -106,15 +106,22 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	inst, err := d.backend.Instances.Get(r.Context(), id)
+	inst, err := d.instance(r.Context(), id)
 	if err != nil {
-		if errors.Is(err, pickup.ErrNotFound) {
-			err = notFound("no instance %q in the instance table", id)
-		}
 		d.fail(w, r, err)
 		return
 	}
 	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
+}
+
+// instance reads an instance from the instance table; a missing one is a
+// 404.
+func (d *Daemon) instance(ctx context.Context, id string) (pickup.Instance, error) {
+	inst, err := d.backend.Instances.Get(ctx, id)
+	if errors.Is(err, pickup.ErrNotFound) {
+		err = notFound("no instance %q in the instance table", id)
+	}
+	return inst, err
 }
 
 // Recent pickup events are the difference between the counters now and
