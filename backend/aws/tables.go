@@ -71,6 +71,11 @@ func ownerIndexSpec(attr string) types.GlobalSecondaryIndex {
 	}
 }
 
+// indexAttribute defines the (string) attribute an index is keyed by.
+func indexAttribute(attr string) types.AttributeDefinition {
+	return types.AttributeDefinition{AttributeName: awssdk.String(attr), AttributeType: types.ScalarAttributeTypeS}
+}
+
 type tableSpec struct {
 	role      string
 	hash, rng string
@@ -144,12 +149,12 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 			// An older rpd's table. Until the index exists (DynamoDB
 			// back-fills it in the background) ClaimedBy falls back to a
 			// Scan, so a failure here is a warning, not an error.
+			idx := ownerIndexSpec(ts.index)
 			_, err := b.ddb.UpdateTable(ctx, &dynamodb.UpdateTableInput{
 				TableName:            awssdk.String(info.Name),
-				AttributeDefinitions: []types.AttributeDefinition{{AttributeName: awssdk.String(ts.index), AttributeType: types.ScalarAttributeTypeS}},
+				AttributeDefinitions: []types.AttributeDefinition{indexAttribute(ts.index)},
 				GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
-					IndexName: awssdk.String(ownerIndex), KeySchema: ownerIndexSpec(ts.index).KeySchema,
-					Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+					IndexName: idx.IndexName, KeySchema: idx.KeySchema, Projection: idx.Projection,
 				}}},
 			})
 			if err != nil {
@@ -175,7 +180,7 @@ func (b *Backend) EnsureTables(ctx context.Context) error {
 			in.KeySchema = append(in.KeySchema, types.KeySchemaElement{AttributeName: awssdk.String(ts.rng), KeyType: types.KeyTypeRange})
 		}
 		if ts.index != "" {
-			in.AttributeDefinitions = append(in.AttributeDefinitions, types.AttributeDefinition{AttributeName: awssdk.String(ts.index), AttributeType: types.ScalarAttributeTypeS})
+			in.AttributeDefinitions = append(in.AttributeDefinitions, indexAttribute(ts.index))
 			in.GlobalSecondaryIndexes = []types.GlobalSecondaryIndex{ownerIndexSpec(ts.index)}
 		}
 		_, err := b.ddb.CreateTable(ctx, in)

@@ -41,9 +41,7 @@ func (m *Manager) claim(ctx context.Context, w *waiter, c candidate) (Instance, 
 			m.stats.claimLostRace.Add(1)
 			m.log.Debug("pickup: claim lost; dropping the stale message", "class", cfg.Class, "instance", tr.ID, "err", err)
 			if cfg.Mode == ModeLease {
-				rel := releaseCtx(ctx, cfg)
-				m.batch(rel.ctx, cfg, []Message{c.msg}, 0, true)
-				rel.cancel()
+				m.settle(ctx, cfg, []Message{c.msg}, true)
 			}
 			return Instance{}, errStale
 		}
@@ -83,9 +81,7 @@ func (m *Manager) claimed(ctx context.Context, cfg *Config, w *waiter, c candida
 		if led {
 			return inst
 		}
-		rel := releaseCtx(ctx, cfg)
-		m.batch(rel.ctx, cfg, []Message{c.msg}, 0, true)
-		rel.cancel()
+		m.settle(ctx, cfg, []Message{c.msg}, true)
 	}
 	return inst
 }

@@ -65,7 +65,7 @@ func (m *Manager) holdLocked(cfg *Config, msg Message, e Entry, now time.Time, b
 	}
 	m.held = append(m.held, h)
 	if bounded {
-		giveBack = m.trimHeldLocked(max(cfg.HoldMisfits, 0))
+		giveBack = m.trimHeldLocked(cfg.HoldMisfits)
 	}
 	m.armLocked()
 	return giveBack, nil
@@ -130,18 +130,7 @@ func (m *Manager) tidy() {
 	m.returning.add()
 	m.mu.Unlock()
 	defer m.returning.done()
-	m.giveBackNow(context.Background(), out)
-}
-
-// giveBackNow makes msgs visible again at once, on a detached context.
-func (m *Manager) giveBackNow(ctx context.Context, msgs []Message) {
-	if len(msgs) == 0 {
-		return
-	}
-	cfg := m.config()
-	rel := releaseCtx(ctx, cfg)
-	defer rel.cancel()
-	m.batch(rel.ctx, cfg, msgs, 0, false)
+	m.settle(context.Background(), m.config(), out, false)
 }
 
 // GiveBack returns every held misfit to the queue at once, visible to any
@@ -159,7 +148,7 @@ func (m *Manager) GiveBack(ctx context.Context) {
 	m.returning.add()
 	m.mu.Unlock()
 	defer m.returning.done()
-	m.giveBackNow(ctx, out)
+	m.settle(ctx, m.config(), out, false)
 }
 
 // Held is the number of misfits held right now.

@@ -24,14 +24,8 @@ func (m *Manager) Offer(ctx context.Context, inst Instance) error {
 	}
 	now := m.clock.Now()
 	body := EntryFor(inst).Body()
-	e, err := ParseEntry(body)
-	if err == nil {
-		if d := checkClass(cfg, e, now); d != nil {
-			err = d
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("pickup: refusing to offer an instance the pool would discard: %w", err)
+	if _, d := validEntry(cfg, body, now); d != nil {
+		return fmt.Errorf("pickup: refusing to offer an instance the pool would discard: %w", d)
 	}
 	inst.State, inst.Owner, inst.UpdatedAt, inst.ClaimExpires = StateIdle, "", now, time.Time{}
 	if err := m.retry(ctx, cfg, "put", func() error { return m.t.Put(ctx, inst) }); err != nil {

@@ -106,7 +106,7 @@ func (m *Manager) repair(ctx context.Context, rep *MaintainReport) error {
 	m.held = kept
 	m.returning.add()
 	m.mu.Unlock()
-	m.giveBackNow(ctx, back)
+	m.settle(ctx, m.config(), back, false)
 	m.returning.done()
 	if err != nil {
 		return fmt.Errorf("pickup: repair scan of class %q: %w", cfg.Class, err)
@@ -193,11 +193,7 @@ func (m *Manager) scan(ctx context.Context, cfg *Config, rep *MaintainReport) (s
 		for _, d := range discarded {
 			m.log.Warn("pickup: discarded message", "class", cfg.Class, "reason", d.Reason.String(), "instance", d.InstanceID, "detail", d.Detail)
 		}
-		if len(drop) > 0 {
-			rel := releaseCtx(ctx, cfg)
-			m.batch(rel.ctx, cfg, drop, 0, true)
-			rel.cancel()
-		}
+		m.settle(ctx, cfg, drop, true)
 	}
 	m.mu.Lock()
 	for _, h := range m.held {

@@ -326,15 +326,16 @@ func (m *Manager) handOffLocked(skip *waiter) []Message {
 	return s
 }
 
-// flushSettled deletes settled messages nobody else will delete.
-func (m *Manager) flushSettled(ctx context.Context, msgs []Message) {
+// settle deletes msgs (del: settled messages nobody else will delete) or
+// makes them visible again at once (misfits given back), on a context
+// detached from ctx's cancellation and bounded by ReleaseTimeout.
+func (m *Manager) settle(ctx context.Context, cfg *Config, msgs []Message, del bool) {
 	if len(msgs) == 0 {
 		return
 	}
-	cfg := m.config()
 	rel := releaseCtx(ctx, cfg)
 	defer rel.cancel()
-	m.batch(rel.ctx, cfg, msgs, 0, true)
+	m.batch(rel.ctx, cfg, msgs, 0, del)
 }
 
 // await blocks until w is assigned a candidate or done, leading the
@@ -357,7 +358,7 @@ func (m *Manager) await(ctx context.Context, w *waiter) (event, error) {
 					settled = m.handOffLocked(w)
 				}
 				m.mu.Unlock()
-				m.flushSettled(ctx, settled)
+				m.settle(ctx, m.config(), settled, true)
 				return event{}, ctx.Err()
 			}
 			m.mu.Unlock()
@@ -386,7 +387,7 @@ func (m *Manager) lead(ctx context.Context, w *waiter) {
 		if !w.listed || ctx.Err() != nil {
 			settled := m.handOffLocked(w)
 			m.mu.Unlock()
-			m.flushSettled(ctx, settled)
+			m.settle(ctx, m.config(), settled, true)
 			return
 		}
 		n := min(len(m.waiting), maxBatch)
@@ -709,14 +710,8 @@ func deleteFunc(msgs []Message, drop func(Message) bool) []Message {
 // admit parses msg's entry and checks it against the class; a message to
 // discard is counted under its reason and answered with why.
 func (m *Manager) admit(cfg *Config, msg Message, now time.Time) (Entry, *DiscardError) {
-	e, err := ParseEntry(msg.Body)
-	if err == nil {
-		if d := checkClass(cfg, e, now); d != nil {
-			err = d
-		}
-	}
-	if err != nil {
-		d := err.(*DiscardError)
+	e, d := validEntry(cfg, msg.Body, now)
+	if d != nil {
 		m.stats.discarded[d.Reason].Add(1)
 		return Entry{}, d
 	}

@@ -96,6 +96,16 @@ func (o Outcome) String() string {
 // 2262) used to wrap into the past and lose the runner.
 const MaxThresholdAhead = 366 * 24 * time.Hour
 
+// validEntry parses body and checks it against the class c: a message to
+// discard fails with why (and the entry, when it parsed).
+func validEntry(c *Config, body string, now time.Time) (Entry, *DiscardError) {
+	e, err := ParseEntry(body)
+	if err != nil {
+		return Entry{}, err.(*DiscardError)
+	}
+	return e, checkClass(c, e, now)
+}
+
 // checkClass returns a *DiscardError when e contradicts the runner class c,
 // has expired at now or has a threshold more than MaxThresholdAhead away,
 // nil when e is a valid entry of the class.
@@ -127,11 +137,8 @@ func checkClass(c *Config, e Entry, now time.Time) *DiscardError {
 // otherwise.
 func Classify(c Config, r Requirements, body string, now time.Time) (Outcome, Entry, error) {
 	c = c.withDefaults()
-	e, err := ParseEntry(body)
-	if err != nil {
-		return Discard, Entry{}, err
-	}
-	if d := checkClass(&c, e, now); d != nil {
+	e, d := validEntry(&c, body, now)
+	if d != nil {
 		return Discard, e, d
 	}
 	if r.Matches(e) {
