@@ -90,19 +90,35 @@ func (m *Manager) trimHeldLocked(limit int) []Message {
 // expireHeldLocked removes the misfits held until now or earlier and
 // returns their messages, to be given back at once.
 func (m *Manager) expireHeldLocked(now time.Time) []Message {
+	out := m.removeHeldLocked(func(h held) bool { return !h.until.After(now) })
+	m.stats.returned.Add(uint64(len(out)))
+	return out
+}
+
+// removeHeldLocked removes the held misfits drop selects and returns their
+// messages.
+func (m *Manager) removeHeldLocked(drop func(held) bool) []Message {
 	var out []Message
 	kept := m.held[:0]
 	for _, h := range m.held {
-		if h.until.After(now) {
-			kept = append(kept, h)
-		} else {
+		if drop(h) {
 			out = append(out, h.msg)
+		} else {
+			kept = append(kept, h)
 		}
 	}
 	clear(m.held[len(kept):])
 	m.held = kept
-	m.stats.returned.Add(uint64(len(out)))
 	return out
+}
+
+// giveBackUnlock unlocks m.mu (held by the caller) and makes msgs visible
+// again at once, counted in returning meanwhile.
+func (m *Manager) giveBackUnlock(ctx context.Context, msgs []Message) {
+	m.returning.add()
+	m.mu.Unlock()
+	defer m.returning.done()
+	m.settle(ctx, m.config(), msgs, false)
 }
 
 // armLocked starts the hold timer when something is held and it is not
@@ -127,10 +143,7 @@ func (m *Manager) tidy() {
 	m.holdTimer = nil
 	out := m.expireHeldLocked(m.clock.Now())
 	m.armLocked()
-	m.returning.add()
-	m.mu.Unlock()
-	defer m.returning.done()
-	m.settle(context.Background(), m.config(), out, false)
+	m.giveBackUnlock(context.Background(), out)
 }
 
 // GiveBack returns every held misfit to the queue at once, visible to any
@@ -144,11 +157,7 @@ func (m *Manager) GiveBack(ctx context.Context) {
 		m.holdTimer.Stop()
 		m.holdTimer = nil
 	}
-	out := m.trimHeldLocked(0)
-	m.returning.add()
-	m.mu.Unlock()
-	defer m.returning.done()
-	m.settle(ctx, m.config(), out, false)
+	m.giveBackUnlock(ctx, m.trimHeldLocked(0))
 }
 
 // Held is the number of misfits held right now.

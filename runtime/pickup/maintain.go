@@ -93,21 +93,7 @@ func (m *Manager) repair(ctx context.Context, rep *MaintainReport) error {
 	// What the scan received and is still held goes back now: the scan
 	// holds only while it runs.
 	m.mu.Lock()
-	var back []Message
-	kept := m.held[:0]
-	for _, h := range m.held {
-		if scanned[h.msg.ID] {
-			back = append(back, h.msg)
-		} else {
-			kept = append(kept, h)
-		}
-	}
-	clear(m.held[len(kept):])
-	m.held = kept
-	m.returning.add()
-	m.mu.Unlock()
-	m.settle(ctx, m.config(), back, false)
-	m.returning.done()
+	m.giveBackUnlock(ctx, m.removeHeldLocked(func(h held) bool { return scanned[h.msg.ID] }))
 	if err != nil {
 		return fmt.Errorf("pickup: repair scan of class %q: %w", cfg.Class, err)
 	}
