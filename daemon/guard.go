@@ -377,12 +377,12 @@ func truncate(s string) string {
 	return s
 }
 
-// readBody reads all of body (at most api.MaxBodyBytes), translating a body
+// readBody reads all of body (at most api.MaxBodyBytes) into buf, translating a body
 // that is too large or arrives too slowly into the API's errors.
-func readBody(body io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(body)
+func readBody(buf *bytes.Buffer, body io.Reader) ([]byte, error) {
+	_, err := buf.ReadFrom(body)
 	if err == nil {
-		return b, nil
+		return buf.Bytes(), nil
 	}
 	var tooBig *http.MaxBytesError
 	var netErr net.Error
