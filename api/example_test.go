@@ -26,20 +26,3 @@ func ExampleAcquireRequest() {
 	// Output:
 	// {"task_id":"build-42","priority":10,"slots":2,"wait_seconds":30}
 }
-
-// ParseJSON decodes the bodies clients send without reflection; a body it
-// does not cover (here a key in another case) is left to encoding/json.
-func ExampleAcquireRequest_ParseJSON() {
-	var r api.AcquireRequest
-	ok := r.ParseJSON([]byte(`{"task_id":"build-42","priority":10,"wait_seconds":2.5}`))
-	fmt.Println(ok, r.TaskID, *r.Priority, r.WaitSeconds)
-
-	var other api.AcquireRequest
-	if !other.ParseJSON([]byte(`{"Task_ID":"build-43"}`)) {
-		_ = json.Unmarshal([]byte(`{"Task_ID":"build-43"}`), &other)
-	}
-	fmt.Println(other.TaskID)
-	// Output:
-	// true build-42 10 2.5
-	// build-43
-}

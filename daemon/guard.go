@@ -152,7 +152,7 @@ func (s *jsonScan) value(depth int) bool {
 	}
 	switch c := s.b[s.i]; {
 	case c == '{':
-		return s.object(depth)
+		return s.object(depth, nil)
 	case c == '[':
 		s.i++
 		s.ws()
@@ -185,7 +185,9 @@ func (s *jsonScan) value(depth int) bool {
 }
 
 // object scans an object, keeping its keys as offsets into b (no copies).
-func (s *jsonScan) object(depth int) bool {
+// member, when not nil, scans each member's value (positioned at it)
+// instead of value.
+func (s *jsonScan) object(depth int, member func(key []byte) bool) bool {
 	s.i++ // '{'
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -215,7 +217,7 @@ func (s *jsonScan) object(depth int) bool {
 		}
 		s.i++
 		s.ws()
-		if !s.value(depth + 1) {
+		if member != nil && !member(k) || member == nil && !s.value(depth+1) {
 			return false
 		}
 		if done, ok := s.separator('}'); done || !ok {

@@ -161,13 +161,6 @@ type jsonAppender interface {
 	AppendJSON(b []byte) ([]byte, error)
 }
 
-// jsonParser is a request with a hand-kept decoder for its common shape
-// (api.AcquireRequest, the body of the hot path): ParseJSON reports false,
-// changing nothing, for what it leaves to encoding/json.
-type jsonParser interface {
-	ParseJSON(b []byte) bool
-}
-
 // answerBufs holds the buffers writeJSON encodes into, bodyBufs those
 // decodeBody reads request bodies into (*bytes.Buffer).
 var (
@@ -246,10 +239,9 @@ func decodeBody(body io.Reader, v any) error {
 	if err := checkJSON(b); err != nil {
 		return err
 	}
-	// The hot body has a hand-kept decoder for the shape clients send
-	// (api.AcquireRequest.ParseJSON); anything else, and every error, is
-	// encoding/json's.
-	if p, ok := v.(jsonParser); ok && p.ParseJSON(b) {
+	// The hot body has a hand-kept decoder for the shape clients send;
+	// anything else, and every error, is encoding/json's.
+	if r, ok := v.(*api.AcquireRequest); ok && parseAcquire(b, r) {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

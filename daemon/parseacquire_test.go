@@ -1,4 +1,4 @@
-package api
+package daemon
 
 import (
 	"bytes"
@@ -11,12 +11,14 @@ import (
 	"strings"
 	"testing"
 	"testing/quick"
+
+	"github.com/rpdhq/rpd/api"
 )
 
-// decodeStrict is what the daemon does without the fast path: unknown
+// decodeStrict is what decodeBody does without parseAcquire: unknown
 // fields refused, exactly one value.
-func decodeStrict(b []byte) (AcquireRequest, error) {
-	var v AcquireRequest
+func decodeStrict(b []byte) (api.AcquireRequest, error) {
+	var v api.AcquireRequest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&v); err != nil {
@@ -51,20 +53,22 @@ func randBody(r *rand.Rand) []byte {
 		sb.WriteString("{}")
 	case 1:
 		return []byte(strings.TrimSuffix(sb.String(), "}"))
+	case 2:
+		return []byte(strings.Replace(sb.String(), "}", ",}", 1))
 	}
 	return []byte(sb.String())
 }
 
-// Wherever ParseJSON answers, it answers what encoding/json decodes; and it
+// Wherever parseAcquire answers, it answers what encoding/json decodes; and it
 // covers every body the Go client sends.
-func TestParseJSONIsEncodingJSON(t *testing.T) {
+func TestParseAcquireIsEncodingJSON(t *testing.T) {
 	covered := 0
 	prop := func(seed uint64) bool {
 		r := rand.New(rand.NewPCG(seed, 3))
 		b := randBody(r)
-		var fast AcquireRequest
-		if !fast.ParseJSON(b) {
-			if !reflect.DeepEqual(fast, AcquireRequest{}) {
+		var fast api.AcquireRequest
+		if !parseAcquire(b, &fast) {
+			if !reflect.DeepEqual(fast, api.AcquireRequest{}) {
 				t.Errorf("%s: not covered, yet the request was changed to %+v", b, fast)
 				return false
 			}
@@ -73,7 +77,7 @@ func TestParseJSONIsEncodingJSON(t *testing.T) {
 		covered++
 		want, err := decodeStrict(b)
 		if err != nil || !reflect.DeepEqual(fast, want) {
-			t.Errorf("%s:\n ParseJSON %+v\n encoding/json %+v, %v", b, fast, want, err)
+			t.Errorf("%s:\n parseAcquire %+v\n encoding/json %+v, %v", b, fast, want, err)
 			return false
 		}
 		return true
@@ -88,7 +92,7 @@ func TestParseJSONIsEncodingJSON(t *testing.T) {
 	sent := func(seed uint64) bool {
 		r := rand.New(rand.NewPCG(seed, 4))
 		ids := []string{"", "job-17", "pool/r-9", "x y"}
-		req := AcquireRequest{TaskID: ids[r.IntN(4)], PriorityName: ids[r.IntN(4)], Slots: r.IntN(5), WaitSeconds: float64(r.IntN(600)) / 4,
+		req := api.AcquireRequest{TaskID: ids[r.IntN(4)], PriorityName: ids[r.IntN(4)], Slots: r.IntN(5), WaitSeconds: float64(r.IntN(600)) / 4,
 			TTLSeconds: []float64{0, 1e-7, 30, 1e21}[r.IntN(4)], RequestID: ids[r.IntN(4)]}
 		if r.IntN(2) == 0 {
 			p := r.IntN(200) - 100
@@ -99,9 +103,9 @@ func TestParseJSONIsEncodingJSON(t *testing.T) {
 			t.Error(err)
 			return false
 		}
-		var got AcquireRequest
-		if !got.ParseJSON(b) || !reflect.DeepEqual(got, req) {
-			t.Errorf("%s: ParseJSON %+v; want %+v", b, got, req)
+		var got api.AcquireRequest
+		if !parseAcquire(b, &got) || !reflect.DeepEqual(got, req) {
+			t.Errorf("%s: parseAcquire %+v; want %+v", b, got, req)
 			return false
 		}
 		return true
@@ -113,11 +117,11 @@ func TestParseJSONIsEncodingJSON(t *testing.T) {
 
 func BenchmarkParseAcquireRequest(b *testing.B) {
 	body := []byte(`{"task_id":"bench","wait_seconds":5,"request_id":"0f8fad5b-d9cb-469f-a165-70867728950e"}`)
-	b.Run("ParseJSON", func(b *testing.B) {
+	b.Run("parseAcquire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			var r AcquireRequest
-			if !r.ParseJSON(body) {
+			var r api.AcquireRequest
+			if !parseAcquire(body, &r) {
 				b.Fatal("not covered")
 			}
 		}
