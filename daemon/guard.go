@@ -217,7 +217,12 @@ func (s *jsonScan) object(depth int, member func(key []byte) bool) bool {
 		}
 		s.i++
 		s.ws()
-		if member != nil && !member(k) || member == nil && !s.value(depth+1) {
+		if member != nil {
+			ok = member(k)
+		} else {
+			ok = s.value(depth + 1)
+		}
+		if !ok {
 			return false
 		}
 		if done, ok := s.separator('}'); done || !ok {
