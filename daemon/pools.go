@@ -447,6 +447,13 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	// A heartbeat's 200 and its expires_at promise the lease until then,
+	// to this daemon and to the next leader, which restores it from its
+	// record: so the answer is sent only once the extended expiry is
+	// written under this daemon's epoch. When it is not, the answer is a
+	// 503 and the client retries (at another replica); its last 200 still
+	// stands, as the record still says (docs/ha.md, "A new leader never
+	// shortens a promise").
 	if isPermitID(id) {
 		l, err := d.permits.heartbeat(id)
 		if err != nil {
@@ -454,12 +461,8 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := d.permits.recordHeartbeat(r.Context(), l); err != nil {
-			if lostLeadership(err) {
-				d.fail(w, r, err)
-				return
-			}
-			// As for pool leases: extended here, not in its record.
-			d.log.Warn("permit heartbeated but its record was not extended", "lease", id, "err", err)
+			d.fail(w, r, heartbeatNotRecorded(id, err))
+			return
 		}
 		_ = writeJSON(w, http.StatusOK, l)
 		return
@@ -470,15 +473,25 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := l.Heartbeat(r.Context()); err != nil {
-		if !errors.Is(err, pools.ErrStore) || lostLeadership(err) {
-			d.fail(w, r, err)
-			return
+		if errors.Is(err, pools.ErrStore) {
+			err = heartbeatNotRecorded(id, err)
 		}
-		// The lease is extended here; only its durable record is not, so a
-		// daemon restarted before the next heartbeat may see it expired.
-		d.log.Warn("lease heartbeated but its record was not extended", "lease", id, "err", err)
+		d.fail(w, r, err)
+		return
 	}
 	_ = writeJSON(w, http.StatusOK, poolLease(l))
+}
+
+// heartbeatNotRecorded is the answer to a heartbeat whose extended expiry
+// could not be written: 503 not_leader when this daemon lost the
+// leadership, else 503 not_ready. Either way the client retries, and the
+// expiry of its last 200 stands.
+func heartbeatNotRecorded(id string, err error) error {
+	if lostLeadership(err) {
+		return err
+	}
+	return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNotReady,
+		msg: fmt.Sprintf("the heartbeat of %s could not be recorded in the backend (%v); the expiry of its last answered heartbeat stands: retry, at another replica if you have one", id, err)}
 }
 
 func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {

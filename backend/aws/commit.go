@@ -47,6 +47,9 @@ type itemWrite struct {
 	item  map[string]types.AttributeValue // the item to put; nil for a delete
 	key   map[string]types.AttributeValue // stack and leaseId
 	epoch int64                           // 0: unfenced
+	// replaced is set by a fenced put that overwrote an item (a
+	// heartbeat): such a put is never undone (see checkFence).
+	replaced bool
 }
 
 type itemOp = groupcommit.Op[itemWrite]
@@ -201,8 +204,11 @@ func (b *Backend) conditionalWrite(ctx context.Context, w *itemWrite) error {
 	op := "PutItem"
 	if w.item != nil {
 		w.item["fence"] = n(w.epoch)
-		_, err = b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.table, Item: w.item,
-			ConditionExpression: awssdk.String(fenceCondition), ExpressionAttributeValues: vals})
+		var out *dynamodb.PutItemOutput
+		out, err = b.ddb.PutItem(ctx, &dynamodb.PutItemInput{TableName: &w.table, Item: w.item,
+			ConditionExpression: awssdk.String(fenceCondition), ExpressionAttributeValues: vals,
+			ReturnValues: types.ReturnValueAllOld})
+		w.replaced = err == nil && len(out.Attributes) > 0
 	} else {
 		op = "DeleteItem"
 		_, err = b.ddb.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: &w.table, Key: w.key,
@@ -227,6 +233,11 @@ func (b *Backend) conditionalWrite(ctx context.Context, w *itemWrite) error {
 // (best effort: deleted unless the new leader rewrote it) and its caller
 // gets backend.ErrFenced, so no client is ever told of a grant the next
 // leader may not count.
+//
+// A put that replaced an item (a heartbeat's longer expiry) is not undone:
+// the new leader may already have restored the item as written, and
+// deleting it would drop a held grant from the records; the longer expiry
+// it leaves can only keep a slot held longer, never hand it out twice.
 func (b *Backend) checkFence(ctx context.Context, ops []*itemOp) {
 	l, err := b.ReadLeader(ctx)
 	for _, op := range ops {
@@ -236,7 +247,7 @@ func (b *Backend) checkFence(ctx context.Context, ops []*itemOp) {
 			op.Err = fmt.Errorf("verify the leader epoch: %w", err)
 		case l.Epoch != w.epoch:
 			errs := []error{fmt.Errorf("written under leader epoch %d, the stack's is %d: %w", w.epoch, l.Epoch, backend.ErrFenced)}
-			if w.item != nil {
+			if w.item != nil && !w.replaced {
 				if uerr := b.undoPut(ctx, w); uerr != nil {
 					errs = append(errs, fmt.Errorf("undo: %w", uerr))
 				}

@@ -146,6 +146,50 @@ func TestGroupCommitFencedWritesShareTheVerdict(t *testing.T) {
 	}
 }
 
+// A stale leader's heartbeat (a put over an item it wrote) that lands
+// before the takeover is verified after it: the writer is told ErrFenced,
+// and the item keeps the longer expiry instead of being deleted, because the
+// new leader may have restored it as written; deleting it would drop a held
+// lease from the records (a later leader would then grant its slot twice).
+func TestFencedHeartbeatIsNotUndone(t *testing.T) {
+	e := awstest.Start(t)
+	b := openTables(t, e)
+	ctx := context.Background()
+	a, _, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := b.PoolStore().Fence(a.Epoch)
+	if err := stale.PutLease(ctx, leaseRec("p.held")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseLeader(ctx, "a", a.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Hour}); err != nil || !held {
+		t.Fatalf("takeover: %v, %v", held, err)
+	}
+	hb := leaseRec("p.held")
+	hb.ExpiresAt = hb.ExpiresAt.Add(time.Minute)
+	if err := stale.PutLease(ctx, hb); !errors.Is(err, backend.ErrFenced) {
+		t.Fatalf("stale heartbeat: %v; want ErrFenced", err)
+	}
+	recs, err := b.PoolStore().LoadLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].LeaseID != "p.held" || recs[0].ExpiresAt.Before(leaseRec("p.held").ExpiresAt) {
+		t.Fatalf("records after a fenced heartbeat: %+v; want p.held, its expiry not shortened", recs)
+	}
+	// A fenced put that created its item is still undone.
+	if err := stale.PutLease(ctx, leaseRec("p.new")); !errors.Is(err, backend.ErrFenced) {
+		t.Fatalf("stale grant: %v; want ErrFenced", err)
+	}
+	if recs, _ := b.PoolStore().LoadLeases(ctx); len(recs) != 1 {
+		t.Fatalf("a fenced grant's record was left: %+v", recs)
+	}
+}
+
 func TestGroupCommitAfterClose(t *testing.T) {
 	e := awstest.Start(t)
 	b := openTables(t, e)
