@@ -132,6 +132,8 @@ type Daemon struct {
 	stateVersion atomic.Int64
 	token        atomic.Pointer[string]
 	stopping     atomic.Bool
+	// conns are the API server's connections, for the drain.
+	conns connTracker
 	started      time.Time
 	ln           net.Listener
 	handler      http.Handler
@@ -340,6 +342,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: maxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return baseCtx },
+		ConnState:      d.conns.track,
 		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)
@@ -385,16 +388,20 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = ErrSteppedDown
 	}
 	d.stopping.Store(true)
-	d.log.Info("shutting down: draining in-flight requests", "timeout", d.opts.DrainTimeout)
+	d.log.Info("shutting down: handing over, then draining in-flight requests", "timeout", d.opts.DrainTimeout)
 	stopLoops()
-	loops.Wait()
 	baseCancel() // long-polls give up and answer 503
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.opts.DrainTimeout)
-	defer cancel()
-	if serr := srv.Shutdown(drainCtx); serr != nil {
-		d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
-		_ = srv.Close()
+	drained := d.drain(context.WithoutCancel(ctx), srv)
+	// Hand over as soon as the requests in flight had handoverGrace to
+	// finish: their record writes land under this daemon's epoch, the
+	// queued deletes are flushed, and the lease is released so that a
+	// standby takes over at once, whatever is still connected. A grant
+	// still in flight after that is fenced (answered 503, nothing held).
+	select {
+	case <-drained:
+	case <-time.After(handoverGrace):
 	}
+	loops.Wait()
 	d.closeRuntime()
 	stopElection()
 	election.Wait()
@@ -405,9 +412,50 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 		cancel()
 	}
+	<-drained
 	d.closeBackend()
 	d.log.Info("rpd daemon stopped")
 	return err
+}
+
+// handoverGrace is how long a stopping leader lets the requests in flight
+// finish before it releases its lease: they are answered by then unless a
+// backend call stalls.
+const handoverGrace = 500 * time.Millisecond
+
+// drain shuts srv down within Options.DrainTimeout and closes the channel
+// it returns when every connection is closed. Connections that carry no
+// request are closed at once, those that never sent one included (Go's
+// Shutdown waits up to 5 s for a new connection's first request), and
+// keep-alives are off, so a connection closes after its answer in flight.
+func (d *Daemon) drain(ctx context.Context, srv *http.Server) <-chan struct{} {
+	srv.SetKeepAlivesEnabled(false)
+	done := make(chan struct{})
+	ctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
+	go func() {
+		defer close(done)
+		defer cancel()
+		if serr := srv.Shutdown(ctx); serr != nil {
+			d.log.Warn("drain timed out; closing the remaining connections", "err", serr)
+			_ = srv.Close()
+		}
+	}()
+	go func() {
+		// Shutdown closes the listener first; a connection accepted just
+		// before that becomes known a moment later, so look again until
+		// the drain ends.
+		t := time.NewTicker(25 * time.Millisecond)
+		defer t.Stop()
+		for {
+			d.conns.closeQuiet()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return done
 }
 
 func (d *Daemon) close() {

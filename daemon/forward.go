@@ -1,22 +1,34 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
 )
 
 // forwardedHeader marks a request a standby forwarded, so that a daemon
 // that is not the leader either (its view was stale) answers 503 instead
 // of forwarding it on: requests never loop between replicas.
 const forwardedHeader = "X-Rpd-Forwarded-By"
+
+// forwardMargin is what a forward may take beyond the request's own wait
+// (wait_seconds): the leader's record write and the round trip. A forward
+// never waits minutes for a leader that stopped answering.
+const forwardMargin = 5 * time.Second
+
+// errLeaderMoved cancels a forward when another daemon took the lease.
+var errLeaderMoved = errors.New("the leadership moved to another daemon")
 
 // arbitrated reports whether a path belongs to the leader: pools, leases,
 // budgets and VM ceilings. Runner pickup, status, metrics and probes are
@@ -30,73 +42,204 @@ func arbitrated(path string) bool {
 	return false
 }
 
-// forwarder sends a standby's arbitrated requests to the leader.
+// forwarder sends a standby's arbitrated requests to the leader. Each
+// forward is bounded by the request's own wait plus forwardMargin, and is
+// cancelled when the standby learns of a new leader; an idempotent request
+// (one with a request_id, a heartbeat, a release, a confirm, a read) is
+// then sent again to the new leader, so its client does not wait for a
+// frozen one.
 type forwarder struct {
-	d     *Daemon
-	proxy *httputil.ReverseProxy
+	d         *Daemon
+	transport *http.Transport
 }
 
-type leaderURLKey struct{}
-
 func newForwarder(d *Daemon) *forwarder {
-	f := &forwarder{d: d}
-	transport := &http.Transport{
+	return &forwarder{d: d, transport: &http.Transport{
 		Proxy:               nil, // replicas talk directly
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
-		// Long-polls wait up to api.MaxWaitSeconds for their headers.
-		ResponseHeaderTimeout: (api.MaxWaitSeconds + 10) * time.Second,
-	}
-	f.proxy = &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			target := pr.In.Context().Value(leaderURLKey{}).(*url.URL)
-			pr.SetURL(target)
-			pr.Out.Host = target.Host
-			pr.Out.Header.Set(forwardedHeader, d.elector.holder)
-			// The bearer token goes on as it came (Authorization is not
-			// a hop-by-hop header): replicas share the token.
-		},
-		Transport: transport,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			// Always an answer, even when r's context ended: that is also
-			// how a shutdown ends a forwarded long-poll, and an empty
-			// answer would read as a 200. (A client that went away
-			// reads nothing.)
-			if d.stopping.Load() {
-				writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, errShuttingDown.Error())
-				return
-			}
-			leader := r.Context().Value(leaderURLKey{}).(*url.URL).String()
-			d.elector.wake() // it may have released the lease, or died
-			writeNotLeader(w, leader, fmt.Sprintf("this daemon is a standby and the leader at %s did not answer (%v); retry in a moment: a standby takes over when the leader's lease runs out", leader, err))
-		},
-	}
-	return f
+		// Each forward's context carries its deadline (wait + margin).
+	}}
 }
 
-// serve forwards r to the leader, or answers 503 not_leader when no live
-// leader is known or r was already forwarded once.
-func (f *forwarder) serve(w http.ResponseWriter, r *http.Request) {
-	l := f.d.elector.view()
+// forwardBody is what a forward reads of a request body: how long the
+// request may wait at the leader, and whether it is safe to send twice.
+type forwardBody struct {
+	WaitSeconds float64 `json:"wait_seconds"`
+	RequestID   string  `json:"request_id"`
+}
+
+// idempotent reports whether r may be sent to a second leader after the
+// first did not answer: the request_id makes a grant retry find the grant
+// already made; heartbeats, releases, confirms, usage figures and reads
+// mean the same twice.
+func idempotent(r *http.Request, fb forwardBody) bool {
 	switch {
-	case r.Header.Get(forwardedHeader) != "":
-		writeNotLeader(w, l.Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
+	case fb.RequestID != "", r.Method == http.MethodGet, r.Method == http.MethodHead,
+		r.Method == http.MethodDelete, r.Method == http.MethodPut:
+		return true
+	}
+	return strings.HasSuffix(r.URL.Path, "/heartbeat") || strings.HasSuffix(r.URL.Path, "/confirm")
+}
+
+// serve forwards r to the leader, or serves it with next when this daemon
+// took the lead meanwhile, or answers 503 not_leader when no live leader is
+// known, r was already forwarded once, or the leader did not answer.
+func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if r.Header.Get(forwardedHeader) != "" {
+		writeNotLeader(w, f.d.elector.view().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
 		return
-	case !l.Live(time.Now()) || l.Holder == f.d.elector.holder || l.Address == f.d.elector.address:
+	}
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	defer putBuf(&bodyBufs, buf)
+	buf.Reset()
+	body, err := readBody(buf, http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	if err != nil {
+		f.d.fail(w, r, err)
+		return
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{}) // the body is in
+	var fb forwardBody
+	if len(body) > 0 {
+		// A body the leader will refuse is sent on as it is: the leader's
+		// answer names what is wrong with it.
+		_ = json.Unmarshal(body, &fb)
+	}
+	wait := time.Duration(min(max(fb.WaitSeconds, 0), api.MaxWaitSeconds) * float64(time.Second))
+	ctx, cancel := context.WithTimeout(r.Context(), wait+forwardMargin)
+	defer cancel()
+	retry := idempotent(r, fb)
+	for {
+		if f.d.arbitrating() {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			next.ServeHTTP(w, r)
+			return
+		}
+		l, moved := f.d.elector.leaderView()
+		target, msg := f.target(l)
+		if target == nil {
+			f.d.elector.wake()
+			writeNotLeader(w, l.Address, msg)
+			return
+		}
+		resp, err := f.roundTrip(ctx, moved, target, r, body)
+		if err == nil {
+			copyResponse(w, resp)
+			return
+		}
+		switch {
+		case f.d.stopping.Load():
+			writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, errShuttingDown.Error())
+			return
+		case errors.Is(context.Cause(ctx), context.DeadlineExceeded) && r.Context().Err() == nil:
+			f.d.elector.wake()
+			writeNotLeader(w, target.String(), fmt.Sprintf("this daemon is a standby and the leader at %s did not answer within the request's wait plus %v; retry: a standby takes over when the leader's lease runs out", target, forwardMargin))
+			return
+		case r.Context().Err() != nil:
+			return // the client went away; nobody reads an answer
+		case errors.Is(err, errLeaderMoved) && retry:
+			continue // the same request, to the new leader
+		case errors.Is(err, errLeaderMoved):
+			writeNotLeader(w, "", "the leadership moved while this request was forwarded, and without a request_id it is not safe to send twice; retry (pass a request_id so that a retry never yields two grants)")
+			return
+		}
+		f.d.elector.wake() // it may have released the lease, or died
+		writeNotLeader(w, target.String(), fmt.Sprintf("this daemon is a standby and the leader at %s did not answer (%v); retry in a moment: a standby takes over when the leader's lease runs out", target, err))
+		return
+	}
+}
+
+// target is the URL of the leader l, or nil and why there is none to
+// forward to.
+func (f *forwarder) target(l backend.Leader) (*url.URL, string) {
+	if !l.Live(time.Now()) || l.Holder == f.d.elector.holder || l.Address == f.d.elector.address {
 		// No leader, or this daemon's own address: the lease of a
 		// predecessor on this address (killed, restarted) running out.
-		f.d.elector.wake()
-		writeNotLeader(w, "", "no daemon leads the stack right now (the leader stopped, or its lease is running out); retry in a moment")
-		return
+		return nil, "no daemon leads the stack right now (the leader stopped, or its lease is running out); retry in a moment"
 	}
 	target, err := url.Parse(l.Address)
 	if err != nil || target.Host == "" {
-		writeNotLeader(w, l.Address, fmt.Sprintf("the leader advertises %q, which is not a URL; set its advertise address (rpd { ha { advertise = \"http://HOST:PORT\" } } or -advertise)", l.Address))
-		return
+		return nil, fmt.Sprintf("the leader advertises %q, which is not a URL; set its advertise address (rpd { ha { advertise = \"http://HOST:PORT\" } } or -advertise)", l.Address)
 	}
-	f.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), leaderURLKey{}, target)))
+	return target, ""
+}
+
+// roundTrip sends r (with body) to target and returns the leader's answer,
+// its headers read. It fails with errLeaderMoved when moved ends first.
+func (f *forwarder) roundTrip(ctx context.Context, moved context.Context, target *url.URL, r *http.Request, body []byte) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(moved, func() { cancel(errLeaderMoved) })
+	defer stop()
+	u := *target
+	u.Path = strings.TrimRight(target.Path, "/") + r.URL.Path
+	u.RawPath = ""
+	u.RawQuery = r.URL.RawQuery
+	out, err := http.NewRequestWithContext(ctx, r.Method, u.String(), bytes.NewReader(body))
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		if !hopByHop(k) {
+			out.Header[k] = vs
+		}
+	}
+	out.Header.Set(forwardedHeader, f.d.elector.holder)
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+			ip = strings.Join(prior, ", ") + ", " + ip
+		}
+		out.Header.Set("X-Forwarded-For", ip)
+	}
+	resp, err := f.transport.RoundTrip(out)
+	if err != nil {
+		c := context.Cause(ctx)
+		cancel(nil)
+		if c != nil {
+			return nil, c
+		}
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: func() { cancel(nil) }}
+	return resp, nil
+}
+
+// cancelOnClose ends a forward's context when its answer's body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel func()
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// copyResponse writes the leader's answer to w.
+func copyResponse(w http.ResponseWriter, resp *http.Response) {
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if !hopByHop(k) {
+			h[k] = vs
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// hopByHop reports whether a header belongs to one connection only (RFC
+// 9110, section 7.6.1) and so is not forwarded.
+func hopByHop(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	return false
 }
 
 func writeNotLeader(w http.ResponseWriter, leader, msg string) {
@@ -109,7 +252,7 @@ func writeNotLeader(w http.ResponseWriter, leader, msg string) {
 func (d *Daemon) leaderOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if arbitrated(r.URL.Path) && !d.arbitrating() {
-			d.forward.serve(w, r)
+			d.forward.serve(w, r, next)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -139,7 +282,7 @@ func (d *Daemon) leaderReachable(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the leader's address %q: %w", l.Address, err)
 	}
-	resp, err := d.forward.proxy.Transport.RoundTrip(req)
+	resp, err := d.forward.transport.RoundTrip(req)
 	if err != nil {
 		return fmt.Errorf("the leader at %s does not answer: %w", l.Address, err)
 	}

@@ -61,6 +61,10 @@ type elector struct {
 
 	mu   sync.Mutex
 	seen backend.Leader // the record as last read or written
+	// seenCtx ends when a record with another holder or epoch than seen
+	// is read: forwards to the old leader are cancelled then.
+	seenCtx    context.Context
+	seenCancel context.CancelFunc
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the leadership is lost
@@ -128,6 +132,10 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 	if l.Epoch != e.seen.Epoch && e.seen.Epoch != 0 {
 		e.changes.Add(1)
 	}
+	if (l.Epoch != e.seen.Epoch || l.Holder != e.seen.Holder) && e.seenCancel != nil {
+		e.seenCancel()
+		e.seenCtx, e.seenCancel = nil, nil
+	}
 	e.seen = l
 	e.mu.Unlock()
 	switch {
@@ -153,6 +161,17 @@ func (e *elector) view() backend.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.seen
+}
+
+// leaderView returns the leader record as last seen and a context that
+// ends when another holder or epoch is seen.
+func (e *elector) leaderView() (backend.Leader, context.Context) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.seenCtx == nil {
+		e.seenCtx, e.seenCancel = context.WithCancel(context.Background())
+	}
+	return e.seen, e.seenCtx
 }
 
 // wake makes the loop try again now (a forward to the leader failed: it
@@ -224,7 +243,11 @@ func (e *elector) resign(ctx context.Context) error {
 	if epoch == 0 {
 		return nil
 	}
-	return e.store.ReleaseLeader(ctx, e.holder, epoch)
+	if err := e.store.ReleaseLeader(ctx, e.holder, epoch); err != nil {
+		return err
+	}
+	e.log.Info("released the leader lease; a standby takes over at once", "epoch", epoch)
+	return nil
 }
 
 // leaderPools is the pools.Store of the daemon's pool manager: the

@@ -35,6 +35,26 @@ const startTimeout = 20 * time.Second
 type Endpoints struct {
 	SQS      string // http://127.0.0.1:<port>
 	DynamoDB string // http://127.0.0.1:<port>
+	// dynamoPID is the DynamoDB emulator's process (and process group).
+	dynamoPID int
+}
+
+// PauseDynamoDB stops the DynamoDB emulator (SIGSTOP to its process
+// group): requests to it hang, as to a stalled DynamoDB, until
+// ResumeDynamoDB. Start's cleanup kills it paused or not.
+func (e Endpoints) PauseDynamoDB() error { return e.signalDynamo(syscall.SIGSTOP) }
+
+// ResumeDynamoDB resumes a paused DynamoDB emulator (SIGCONT).
+func (e Endpoints) ResumeDynamoDB() error { return e.signalDynamo(syscall.SIGCONT) }
+
+func (e Endpoints) signalDynamo(sig syscall.Signal) error {
+	if e.dynamoPID <= 0 {
+		return errors.New("awstest: no DynamoDB emulator process (Endpoints not from Start)")
+	}
+	if err := syscall.Kill(-e.dynamoPID, sig); err != nil {
+		return fmt.Errorf("awstest: %v to the DynamoDB emulator (pid %d): %w", sig, e.dynamoPID, err)
+	}
+	return nil
 }
 
 // Options returns aws.Options pointing a backend of the given stack at the
@@ -112,6 +132,7 @@ func Start(t testing.TB) Endpoints {
 		filepath.Join(dir, "node_modules", "dynalite"), portLine)
 	var wg sync.WaitGroup
 	urls := make([]string, 2)
+	pids := make([]int, 2)
 	errs := make([]error, 2)
 	for i, p := range []struct{ name, script string }{
 		{"local-aws-sqs", sqsScript},
@@ -120,32 +141,32 @@ func Start(t testing.TB) Endpoints {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			urls[i], errs[i] = start(t, p.name, []string{node, "-e", p.script})
+			urls[i], pids[i], errs[i] = start(t, p.name, []string{node, "-e", p.script})
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("awstest: %v", err)
 	}
-	return Endpoints{SQS: urls[0], DynamoDB: urls[1]}
+	return Endpoints{SQS: urls[0], DynamoDB: urls[1], dynamoPID: pids[1]}
 }
 
 // portLine prefixes the line on which an emulator script reports its port.
 const portLine = "awstest-listening-on-port "
 
 // start runs one emulator in its own process group, waits for it to report
-// the port it listens on, and returns its base URL.
-func start(t testing.TB, name string, argv []string) (string, error) {
+// the port it listens on, and returns its base URL and process ID.
+func start(t testing.TB, name string, argv []string) (string, int, error) {
 	var stderr lockedBuffer
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = &stderr
 	cmd.SysProcAttr = procAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", fmt.Errorf("start %s: %w", name, err)
+		return "", 0, fmt.Errorf("start %s: %w", name, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("start %s: %w", name, err)
+		return "", 0, fmt.Errorf("start %s: %w", name, err)
 	}
 	exited := make(chan struct{})
 	var waitErr error // set before exited is closed
@@ -188,13 +209,13 @@ func start(t testing.TB, name string, argv []string) (string, error) {
 	select {
 	case p := <-port:
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return "", fmt.Errorf("%s reported port %q, not a port number", name, p)
+			return "", 0, fmt.Errorf("%s reported port %q, not a port number", name, p)
 		}
-		return "http://127.0.0.1:" + p, nil
+		return "http://127.0.0.1:" + p, cmd.Process.Pid, nil
 	case <-exited:
-		return "", fmt.Errorf("%s exited before listening: %s", name, strings.TrimSpace(stderr.String()))
+		return "", 0, fmt.Errorf("%s exited before listening: %s", name, strings.TrimSpace(stderr.String()))
 	case <-time.After(startTimeout):
-		return "", fmt.Errorf("%s did not listen within %v: %s", name, startTimeout, strings.TrimSpace(stderr.String()))
+		return "", 0, fmt.Errorf("%s did not listen within %v: %s", name, startTimeout, strings.TrimSpace(stderr.String()))
 	}
 }
 

@@ -21,7 +21,7 @@ func TestStartReadsThePortOrReportsWhy(t *testing.T) {
 		{"bad port", `console.log("` + portLine + `70000"); setInterval(() => {}, 1000)`, `reported port "70000", not a port number`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			url, err := start(t, "fake-emulator", []string{node, "-e", tc.script})
+			url, _, err := start(t, "fake-emulator", []string{node, "-e", tc.script})
 			got := url
 			if err != nil {
 				got = err.Error()
