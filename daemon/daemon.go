@@ -133,11 +133,11 @@ type Daemon struct {
 	token        atomic.Pointer[string]
 	stopping     atomic.Bool
 	// conns are the API server's connections, for the drain.
-	conns connTracker
-	started      time.Time
-	ln           net.Listener
-	handler      http.Handler
-	runOnce      sync.Once
+	conns   connTracker
+	started time.Time
+	ln      net.Listener
+	handler http.Handler
+	runOnce sync.Once
 }
 
 // New loads the configuration, opens the backend, builds every runtime
