@@ -108,13 +108,48 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	// Keep every reader open, so that its prepared statements live on.
 	rdb.SetMaxIdleConns(4)
 	b := &Backend{path: path, stack: opts.Stack, clock: opts.Clock, log: opts.Logger, wdb: wdb, rdb: rdb, pollEvery: 20 * time.Millisecond}
-	if err := b.migrate(ctx); err != nil {
+	if err := retryBusy(ctx, opts.BusyTimeout, func() error { return b.migrate(ctx) }); err != nil {
 		b.Close()
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	b.prepareStmts(ctx)
 	b.records = groupcommit.New(maxBatch, b.commitRecords)
 	return b, nil
+}
+
+// retryBusy runs fn again, with backoff, while it fails with SQLite's
+// SQLITE_BUSY or SQLITE_LOCKED, for up to timeout. Opening a connection
+// switches the file to WAL, which takes a lock that SQLite's busy handler
+// does not wait for: daemons started at once on a fresh file would
+// otherwise fail at once for a lock another holds for milliseconds.
+func retryBusy(ctx context.Context, timeout time.Duration, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	delay := 5 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || !isBusy(err) || time.Now().Add(delay).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, 250*time.Millisecond)
+	}
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED
+// (extended codes included).
+func isBusy(err error) bool {
+	var se interface{ Code() int }
+	if !errors.As(err, &se) {
+		return false
+	}
+	c := se.Code() & 0xff
+	return c == 5 || c == 6
 }
 
 // Close closes the database. Calls after Close fail with a transient error.
