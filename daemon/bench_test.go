@@ -87,6 +87,51 @@ func benchPairs(b *testing.B, td *testDaemon) {
 	}
 }
 
+// BenchmarkHeartbeatHTTP is the heartbeat's cost on the hot path: each
+// client heartbeats a lease of its own, and each 200 is sent only after the
+// new expiry is committed (the same group commit as grants). Compare its
+// p50/p99 with BenchmarkAcquireReleaseHTTP's acquire half in the same run.
+func BenchmarkHeartbeatHTTP(b *testing.B) {
+	td := startDaemon(b, `pool "load" { slots = 64 }`)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var lat []time.Duration
+	var n atomic.Int64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		l, err := td.c.Acquire(ctx, "load", api.AcquireRequest{TaskID: fmt.Sprint("hb", n.Add(1)), WaitSeconds: 5, TTLSeconds: 600})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		defer td.c.Release(ctx, l.LeaseID)
+		var ll []time.Duration
+		for pb.Next() {
+			t0 := time.Now()
+			if _, err := td.c.Heartbeat(ctx, l.LeaseID); err != nil {
+				b.Error(err)
+				return
+			}
+			ll = append(ll, time.Since(t0))
+		}
+		mu.Lock()
+		lat = append(lat, ll...)
+		mu.Unlock()
+	})
+	el := time.Since(start)
+	b.StopTimer()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(len(lat))/el.Seconds(), "heartbeats/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
 // BenchmarkStatusHTTP is the same-run baseline: one GET of a small
 // document per op, the cheapest round trip the API has.
 func BenchmarkStatusHTTP(b *testing.B) {
