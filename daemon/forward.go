@@ -88,6 +88,10 @@ func idempotent(r *http.Request, fb forwardBody) bool {
 // took the lead meanwhile, or answers 503 not_leader when no live leader is
 // known, r was already forwarded once, or the leader did not answer.
 func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if f.d.awaitServing(r.Context()) {
+		next.ServeHTTP(w, r) // this daemon just took the lead
+		return
+	}
 	if r.Header.Get(forwardedHeader) != "" {
 		writeNotLeader(w, f.d.elector.view().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
 		return
@@ -112,7 +116,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 	defer cancel()
 	retry := idempotent(r, fb)
 	for {
-		if f.d.arbitrating() {
+		if f.d.arbitrating() || f.d.awaitServing(ctx) {
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
@@ -268,6 +272,28 @@ func (d *Daemon) arbitrating() bool {
 	}
 	_, err := d.elector.leading()
 	return err == nil
+}
+
+// awaitServing waits, while this daemon holds the lease but is still
+// taking over (applying, restoring the grants), until it arbitrates, for
+// up to 10 s or until ctx ends. It reports whether it arbitrates now; it
+// returns at once when it is not taking over.
+func (d *Daemon) awaitServing(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if d.arbitrating() {
+			return true
+		}
+		if _, err := d.elector.leading(); err != nil || d.stopping.Load() {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // leaderReachable is /readyz on a standby: the leader's /healthz answers.
