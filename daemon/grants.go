@@ -13,6 +13,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/ledger"
+	"github.com/rpdhq/rpd/runtime/pools"
 )
 
 // grantRecord is the stored form of one grant: exactly one of the two is set.
@@ -184,7 +185,7 @@ type restoreReport struct {
 // cancel keep working and the bytes and VMs they hold keep counting. Records
 // of grants that lapsed, or of budgets and ceilings no longer configured, are
 // deleted; an unreadable record is logged and left for an operator.
-func (d *Daemon) restoreGrants(ctx context.Context) (restoreReport, error) {
+func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (restoreReport, error) {
 	var rep restoreReport
 	if d.grants == nil {
 		return rep, nil
@@ -204,6 +205,10 @@ func (d *Daemon) restoreGrants(ctx context.Context) (restoreReport, error) {
 			d.log.Error("unreadable grant record: left in place, not restored", "record", id, "err", err)
 			rep.Unreadable++
 			continue
+		}
+		if rec.Permit != nil && ro.Spares(rec.Permit.ExpiresAt, now) {
+			// As for pool leases: its holder had nobody to heartbeat to.
+			rec.Permit.ExpiresAt = now.Add(ro.Grace)
 		}
 		outcome, err := d.restoreOne(now, rec)
 		if err != nil {

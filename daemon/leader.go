@@ -65,6 +65,10 @@ type elector struct {
 	// is read: forwards to the old leader are cancelled then.
 	seenCtx    context.Context
 	seenCancel context.CancelFunc
+	// predecessor is the record as seen before this daemon took the
+	// lease: the previous leader's last renewal bounds the time its
+	// holders had nobody to heartbeat to (restoreOptions).
+	predecessor backend.Leader
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the leadership is lost
@@ -129,6 +133,7 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 		return false, err
 	}
 	e.mu.Lock()
+	prev := e.seen
 	if l.Epoch != e.seen.Epoch && e.seen.Epoch != 0 {
 		e.changes.Add(1)
 	}
@@ -146,6 +151,9 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 				return false, nil // stepped down: a new Daemon leads, not this one
 			default:
 			}
+			e.mu.Lock()
+			e.predecessor = prev
+			e.mu.Unlock()
 		}
 		e.validUntil.Store((sent + e.lease - grantMargin).Nanoseconds())
 		e.epoch.Store(l.Epoch)
@@ -154,6 +162,35 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 		e.lose(fmt.Sprintf("the lease is held by %s at epoch %d", l.Holder, l.Epoch))
 	}
 	return false, nil
+}
+
+// observe reads the leader record into the view, so that a daemon that
+// takes the lease at its first attempt knows its predecessor's.
+func (e *elector) observe(ctx context.Context) {
+	l, err := e.store.ReadLeader(ctx)
+	if err != nil {
+		return // a missing table, an unreachable backend: the attempt says
+	}
+	e.mu.Lock()
+	if e.seen.Epoch == 0 {
+		e.seen = l
+	}
+	e.mu.Unlock()
+}
+
+// restoreOptions is how the grants are restored by this daemon, which
+// just took the lease: the holders of leases that ran out after the
+// predecessor's last renewal had nobody to heartbeat to, so they get one
+// leader lease from now to reach this daemon (none when there was no
+// predecessor).
+func (e *elector) restoreOptions() pools.RestoreOptions {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := e.predecessor
+	if p.Epoch == 0 || p.RenewedAt.IsZero() {
+		return pools.RestoreOptions{}
+	}
+	return pools.RestoreOptions{Since: p.RenewedAt, Grace: e.lease}
 }
 
 // view returns the leader record as last seen.

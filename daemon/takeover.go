@@ -15,6 +15,7 @@ import (
 // watch mode a missing aws table is created first (the leader record lives
 // in it, and it is the leader that applies the configuration).
 func (d *Daemon) firstElection(ctx context.Context) (bool, error) {
+	d.elector.observe(ctx)
 	won, err := d.elector.attempt(ctx)
 	if errors.Is(err, backend.ErrTableMissing) && d.opts.Mode == ModeWatch && d.backend.Tables != nil {
 		if err := d.backend.Tables.EnsureTables(ctx); err != nil {
@@ -48,14 +49,15 @@ func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
 			d.log.Error("taking over: could not apply the configuration to the backend; the components run it, the next change or reload retries", "err", err)
 		}
 	}
-	rep, err := d.comp.pools.mgr.Restore(ctx)
+	ro := d.elector.restoreOptions()
+	rep, err := d.comp.pools.mgr.RestoreWith(ctx, ro)
 	if err != nil {
 		return fmt.Errorf("restore held pool leases: %w", err)
 	}
 	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
-		d.log.Info("restored pool leases recorded by the previous leader", "restored", rep.Restored, "expired", rep.Expired, "orphaned", len(rep.Orphaned))
+		d.log.Info("restored pool leases recorded by the previous leader", "restored", rep.Restored, "expired", rep.Expired, "extended", rep.Extended, "orphaned", len(rep.Orphaned))
 	}
-	grantRep, err := d.restoreGrants(ctx)
+	grantRep, err := d.restoreGrants(ctx, ro)
 	if err != nil {
 		return fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
 	}

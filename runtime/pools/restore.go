@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // RestoreReport says what Restore did with each stored record.
@@ -11,13 +12,39 @@ type RestoreReport struct {
 	Restored int // leases now held again
 	Expired  int // records whose ExpiresAt had passed: deleted, counted as expired
 	Known    int // records of leases this Manager already holds: left alone
+	// Extended counts the leases restored with RestoreOptions.Grace
+	// instead of their recorded expiry (see RestoreOptions).
+	Extended int
 	// Orphaned lists IDs of records naming a pool that does not exist or
 	// that are malformed (empty ID, slots < 1). They stay in the store; a
 	// later Restore, once the pool is configured, picks them up.
 	Orphaned []string
 }
 
-// Restore re-counts the slots recorded in the Store, so that slots held by
+// RestoreOptions tune RestoreWith.
+type RestoreOptions struct {
+	// Since and Grace spare the holders that had nobody to heartbeat to.
+	// Since is the last instant the previous owner of the records (a
+	// daemon that stopped, or lost the backend) is known to have accepted
+	// heartbeats; a lease whose recorded expiry is at or after Since, no
+	// more than Grace ago, and before now+Grace is restored with the expiry
+	// now+Grace, so that its holder's next heartbeat, sent to the new
+	// owner, finds it held (etcd's lessor extends every lease on promotion
+	// the same way). A lease that ran out longer ago lapses as recorded:
+	// after a long outage its holder has given up. Only slots are held
+	// longer: nothing is ever handed out twice. A zero Since or Grace
+	// restores every lease with its recorded expiry.
+	Since time.Time
+	Grace time.Duration
+}
+
+// Restore is RestoreWith with zero options: every lease keeps its
+// recorded expiry.
+func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
+	return m.RestoreWith(ctx, RestoreOptions{})
+}
+
+// RestoreWith re-counts the slots recorded in the Store, so that slots held by
 // workers that outlived a previous process stay held. Call it at start-up
 // after the pools are configured and before serving requests. It is
 // idempotent (and calls are serialised): a record whose lease is already
@@ -31,7 +58,7 @@ type RestoreReport struct {
 // A LoadLeases failure is returned wrapping ErrStore with nothing restored;
 // a failure to delete an expired record is logged and the next Restore
 // tries again.
-func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
+func (m *Manager) RestoreWith(ctx context.Context, o RestoreOptions) (RestoreReport, error) {
 	var rep RestoreReport
 	if m.store == nil {
 		return rep, nil
@@ -61,6 +88,10 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 			rep.Orphaned = append(rep.Orphaned, rec.LeaseID)
 			m.log.Warn("pools: lease record names an unknown pool; configure the pool and restore again", "lease", rec.LeaseID, "pool", rec.Pool)
 			continue
+		}
+		if o.Spares(rec.ExpiresAt, now) {
+			rec.ExpiresAt = now.Add(o.Grace)
+			rep.Extended++
 		}
 		if !rec.ExpiresAt.IsZero() && !now.Before(rec.ExpiresAt) {
 			p.mu.Lock()
@@ -97,6 +128,14 @@ func (m *Manager) Restore(ctx context.Context) (RestoreReport, error) {
 		p.mu.Unlock()
 		rep.Restored++
 	}
-	m.log.Info("pools: restored leases", "restored", rep.Restored, "expired", rep.Expired, "known", rep.Known, "orphaned", len(rep.Orphaned))
+	m.log.Info("pools: restored leases", "restored", rep.Restored, "expired", rep.Expired, "extended", rep.Extended, "known", rep.Known, "orphaned", len(rep.Orphaned))
 	return rep, nil
+}
+
+// Spares reports whether a grant recorded to expire at expiresAt is
+// restored at now with the expiry now+Grace: the rule RestoreWith applies
+// to leases, exported for callers that restore grants of their own.
+func (o RestoreOptions) Spares(expiresAt, now time.Time) bool {
+	return o.Grace > 0 && !o.Since.IsZero() && !expiresAt.IsZero() &&
+		!expiresAt.Before(o.Since) && !expiresAt.Before(now.Add(-o.Grace)) && expiresAt.Before(now.Add(o.Grace))
 }

@@ -392,3 +392,55 @@ func TestRestoreKeepsGrantedTTL(t *testing.T) {
 		t.Fatal("restored lease outlived its TTL")
 	}
 }
+
+// RestoreWith spares the holders that had nobody to heartbeat to: a lease
+// that ran out after Since and no more than Grace ago, or runs out within
+// Grace, is restored until now+Grace; one that ran out before Since (its
+// owner was serving then) or longer than Grace ago lapses; one that runs
+// out later than now+Grace keeps its expiry.
+func TestRestoreWithSparesHoldersWithoutAnOwner(t *testing.T) {
+	clk := newFakeClock()
+	st := &faultyStore{}
+	m := newTestManager(t, Options{Clock: clk, Store: st})
+	if err := m.CreatePool("p", 10, ""); err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Now()
+	since, grace := now.Add(-10*time.Second), 5*time.Second
+	ctx := context.Background()
+	recs := map[string]struct {
+		expires time.Time
+		want    time.Time // zero: lapses
+	}{
+		"p/before-since":   {now.Add(-11 * time.Second), time.Time{}},
+		"p/too-long-ago":   {now.Add(-6 * time.Second), time.Time{}},
+		"p/ran-out":        {now.Add(-3 * time.Second), now.Add(grace)},
+		"p/runs-out-soon":  {now.Add(time.Second), now.Add(grace)},
+		"p/runs-out-later": {now.Add(time.Minute), now.Add(time.Minute)},
+	}
+	for id, r := range recs {
+		st.MemoryStore.PutLease(ctx, LeaseRecord{LeaseID: id, Pool: "p", TaskID: id, Slots: 1, GrantedAt: now.Add(-time.Minute), ExpiresAt: r.expires, TTL: 6 * time.Second})
+	}
+	rep, err := m.RestoreWith(ctx, RestoreOptions{Since: since, Grace: grace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Restored != 3 || rep.Expired != 2 || rep.Extended != 2 {
+		t.Fatalf("restore report %+v; want 3 restored (2 extended), 2 expired", rep)
+	}
+	for id, r := range recs {
+		l, err := m.Lease(id)
+		switch {
+		case r.want.IsZero() && err == nil:
+			t.Errorf("%s: restored, want it lapsed", id)
+		case !r.want.IsZero() && err != nil:
+			t.Errorf("%s: %v, want it held", id, err)
+		case !r.want.IsZero() && !l.ExpiresAt().Equal(r.want):
+			t.Errorf("%s: expires %v, want %v", id, l.ExpiresAt(), r.want)
+		}
+	}
+	// Zero options: every lease keeps its recorded expiry.
+	if (RestoreOptions{}).Spares(now, now) {
+		t.Fatal("zero RestoreOptions spare a lease")
+	}
+}
