@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -81,19 +80,6 @@ func TestNew(t *testing.T) {
 	for _, good := range []string{"127.0.0.1:7070", "http://localhost:7070/", "https://rpd.example:443"} {
 		if _, err := client.New(good); err != nil {
 			t.Errorf("New(%q): %v", good, err)
-		}
-	}
-}
-
-// The client imports nothing of rpd but package api (DESIGN.md §1).
-func TestImportsOnlyAPI(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").Output()
-	if err != nil {
-		t.Skipf("go list: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if strings.HasPrefix(p, "github.com/rpdhq/rpd/") && p != "github.com/rpdhq/rpd/api" && p != "github.com/rpdhq/rpd/client" {
-			t.Errorf("client depends on %s", p)
 		}
 	}
 }

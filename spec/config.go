@@ -35,8 +35,15 @@ type Config struct {
 	Files []string
 }
 
-// DefaultPoolName is the pool that exists even when not declared (docs/language.md, pool).
+// DefaultPoolName is the pool that exists even when not declared
+// (docs/language.md, pool); spec/limits_test.go holds it equal to the
+// runtime's pools.DefaultPool.
 const DefaultPoolName = "default_pool"
+
+// DefaultLeaseTTL is the TTL the daemon gives a remote grant whose request
+// and pool set none; spec/limits_test.go holds it equal to the wire
+// contract's api.DefaultTTLSeconds, so that spec imports nothing of rpd.
+const DefaultLeaseTTL = 60 * time.Second
 
 // Backend is the rpd block's backend "TYPE" { ... } block.
 type Backend struct {
@@ -156,7 +163,7 @@ type Pool struct {
 	Name        string
 	Slots       int // > 0; default_pool defaults to 16
 	Description string
-	LeaseTTL    time.Duration // 0 = the daemon's default TTL (api.DefaultTTLSeconds)
+	LeaseTTL    time.Duration // 0 = the daemon's default TTL (DefaultLeaseTTL)
 	MaxQueued   int           // 0 = unbounded
 	// MaxWait bounds the wait_seconds a request for the pool may ask for;
 	// 0 = no bound (beyond the API's own).

@@ -12,8 +12,6 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
-
-	"github.com/rpdhq/rpd/api"
 )
 
 // Defaults and limits of the language, as docs/language.md documents them.
@@ -511,10 +509,10 @@ func (d *decoder) pool(b *hcl.Block) Pool {
 		p.Description = s
 	}
 	if a := attrs["lease_ttl"]; a != nil && neverExpires(a, d.ctx) {
-		d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "A pool lease cannot live forever: a worker that vanished would hold its slots for good. Omit lease_ttl or set 0 for the daemon's default TTL (%ds), or give a duration of at least 1s.", api.DefaultTTLSeconds)
+		d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "A pool lease cannot live forever: a worker that vanished would hold its slots for good. Omit lease_ttl or set 0 for the daemon's default TTL (%ds), or give a duration of at least 1s.", int(DefaultLeaseTTL.Seconds()))
 	} else if v, ok := d.duration(a, 0, maxLong, false, ""); ok {
 		if v != 0 && v < time.Second {
-			d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "lease_ttl must be 0 (the daemon's default TTL, %ds) or at least 1s; got %s.", api.DefaultTTLSeconds, v)
+			d.errorf(a.Expr.Range(), "Invalid value for \"lease_ttl\"", "lease_ttl must be 0 (the daemon's default TTL, %ds) or at least 1s; got %s.", int(DefaultLeaseTTL.Seconds()), v)
 		} else {
 			p.LeaseTTL = v
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/ledger"
@@ -105,6 +106,7 @@ vm_ceiling "v" {
 		{"usage timeout (ledger.DefaultHTTPTimeout)", v.Usage.Timeout, ledger.DefaultHTTPTimeout},
 		{"default pool name (pools.DefaultPool)", DefaultPoolName, pools.DefaultPool},
 		{"default_pool slots (pools.DefaultPoolSlots)", defaultPool.Slots, pools.DefaultPoolSlots},
+		{"remote grant TTL (api.DefaultTTLSeconds)", DefaultLeaseTTL, api.DefaultTTLSeconds * time.Second},
 	} {
 		if c.spec != c.runtime {
 			t.Errorf("%s: spec's default is %v, the runtime's %v", c.what, c.spec, c.runtime)

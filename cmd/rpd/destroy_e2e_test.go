@@ -8,7 +8,7 @@ import (
 
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
-	rpdopen "github.com/rpdhq/rpd/backend/open"
+	rpdopen "github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 

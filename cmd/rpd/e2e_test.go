@@ -22,8 +22,8 @@ import (
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
-	rpdopen "github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/internal/awstest"
+	rpdopen "github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/rpdhq/rpd/backend/open"
+	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )

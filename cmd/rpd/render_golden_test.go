@@ -12,7 +12,7 @@ import (
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/backend/open"
+	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"

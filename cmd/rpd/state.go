@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rpdhq/rpd/backend/open"
+	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )

@@ -3,10 +3,6 @@ package pools
 import (
 	"context"
 	"errors"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -479,33 +475,6 @@ func TestDeletePoolWithQueuedRequest(t *testing.T) {
 	}
 	if l.Release() != nil || mustStatus(t, m, "p").Used != 0 {
 		t.Fatal("releasing a lease of the deleted pool touched the new one")
-	}
-}
-
-// The package stands alone: no imports of the rest of rpd (STYLE habit 1),
-// but for the tests' fake clock.
-func TestImportsNothingOfRPD(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		af, err := parser.ParseFile(fset, f, src, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, imp := range af.Imports {
-			path := strings.Trim(imp.Path.Value, `"`)
-			testHelper := strings.HasSuffix(f, "_test.go") && path == "github.com/rpdhq/rpd/internal/clocktest"
-			if strings.HasPrefix(path, "github.com/rpdhq/rpd") && path != "github.com/rpdhq/rpd/runtime/pools" && !testHelper {
-				t.Errorf("%s imports %s", f, imp.Path.Value)
-			}
-		}
 	}
 }
 
