@@ -111,31 +111,3 @@ func TestFmtErrors(t *testing.T) {
 		}
 	}
 }
-
-func TestDiffLines(t *testing.T) {
-	for _, tc := range []struct{ a, b, want string }{
-		{"a\nb\nc\n", "a\nb\nc\n", ""},
-		{"a\n", "b\n", "-a\n+b\n"},
-		{"", "x\n", "+x\n"},
-		{"x\ny\n", "x\n", " x\n-y\n"},
-		{"a\nb", "a\nb\n", " a\n-b+b\n"},
-	} {
-		var sb strings.Builder
-		for _, op := range diffLines(splitLines([]byte(tc.a)), splitLines([]byte(tc.b))) {
-			if tc.want == "" && op.kind != ' ' {
-				t.Errorf("%q→%q: change where none", tc.a, tc.b)
-			}
-			sb.WriteRune(op.kind)
-			sb.WriteString(op.text)
-		}
-		if tc.want != "" && sb.String() != tc.want {
-			t.Errorf("%q→%q: got %q want %q", tc.a, tc.b, sb.String(), tc.want)
-		}
-	}
-	// Over the LCS bound it degrades to a replacement, still correct.
-	big := strings.Repeat("x\n", 3000)
-	ops := diffLines(splitLines([]byte(big)), splitLines([]byte(strings.Repeat("y\n", 3000))))
-	if len(ops) != 6000 {
-		t.Errorf("large diff: %d ops", len(ops))
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/agext/levenshtein"
 	"github.com/mattn/go-isatty"
 )
 
@@ -268,32 +269,11 @@ func suggestFlag(fs *flag.FlagSet, name string) string {
 	name, _, _ = strings.Cut(name, "=")
 	best, bestDist := "", len(name)/3+1
 	fs.VisitAll(func(f *flag.Flag) {
-		if d := editDistance(name, f.Name); d < bestDist {
+		if d := levenshtein.Distance(name, f.Name, nil); d < bestDist {
 			best, bestDist = f.Name, d
 		}
 	})
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 func indent(s, prefix string) string {

@@ -59,7 +59,7 @@ var rules = map[string]rule{
 	"daemon": {rpd: append([]string{"api", "backend", "internal/open", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"cmd/rpd": {rpd: []string{"api", "backend", "internal/open", "client", "daemon", "reconcile", "spec"},
-		ext: append(hcl, "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},
+		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},
 }
 
 // TestImportRules checks every package of the module against rules: a
