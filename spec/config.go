@@ -23,6 +23,14 @@ type Config struct {
 	Backend Backend
 	// HA tunes the leader election among the daemons of the stack.
 	HA HA
+	// AuditLog is where the daemon appends its audit log, one JSON line per
+	// state-changing request and per reload: a file, "-" for standard
+	// output, "" for none.
+	AuditLog string
+	// TLS, when not nil, makes the daemon serve HTTPS (docs/security.md).
+	TLS *TLS
+	// Tokens are the named bearer tokens, sorted by name.
+	Tokens []Token
 
 	// Each slice is sorted by Name.
 	RunnerClasses []RunnerClass

@@ -63,8 +63,8 @@ const (
 
 var (
 	rpdSchema = &hcl.BodySchema{
-		Attributes: []hcl.AttributeSchema{{Name: "stack"}, {Name: "listen"}, {Name: "token"}},
-		Blocks:     []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}, {Type: "ha"}},
+		Attributes: []hcl.AttributeSchema{{Name: "stack"}, {Name: "listen"}, {Name: "token"}, {Name: "audit_log"}},
+		Blocks:     []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}, {Type: "ha"}, {Type: "tls"}},
 	}
 	haSchema    = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "lease"}, {Name: "renew"}, {Name: "advertise"}}}
 	localSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "path"}}}
@@ -105,6 +105,7 @@ var (
 // "parent.type", a backend "rpd.backend.<type>".
 var blockSchemas = map[string]*hcl.BodySchema{
 	"rpd": rpdSchema, "rpd.backend.local": localSchema, "rpd.backend.aws": awsSchema, "rpd.ha": haSchema,
+	"rpd.tls": tlsSchema, "token": tokenSchema,
 	"runner_class": classSchema, "runner_class.queue": queueSchema, "runner_class.pickup": pickupSchema,
 	"budget": budgetSchema, "vm_ceiling": ceilingSchema, "vm_ceiling.usage": usageSchema,
 	"pool": poolSchema, "priority": prioritySchema,
@@ -167,6 +168,7 @@ func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
 	for _, b := range m.byType["priority"] {
 		cfg.Priorities = append(cfg.Priorities, d.priority(b))
 	}
+	d.tokens(m.byType["token"], cfg)
 
 	sort.Slice(cfg.RunnerClasses, func(i, j int) bool { return cfg.RunnerClasses[i].Name < cfg.RunnerClasses[j].Name })
 	sort.Slice(cfg.Budgets, func(i, j int) bool { return cfg.Budgets[i].Name < cfg.Budgets[j].Name })
@@ -205,6 +207,7 @@ func (d *decoder) rpd(b *hcl.Block, cfg *Config) {
 	}
 	attrs, blocks := d.content(b.Body, rpdSchema)
 	d.ha(blocks["ha"], cfg)
+	d.security(attrs["audit_log"], blocks["tls"], cfg)
 	if a := attrs["stack"]; a != nil {
 		if s, ok := d.str(a); ok {
 			if validStack(s) {

@@ -246,6 +246,7 @@ var topSchema = &hcl.BodySchema{
 		{Type: "vm_ceiling", LabelNames: []string{"name"}},
 		{Type: "pool", LabelNames: []string{"name"}},
 		{Type: "priority", LabelNames: []string{"name"}},
+		{Type: "token", LabelNames: []string{"name"}},
 	},
 }
 
@@ -255,7 +256,7 @@ type module struct {
 	rpd       *hcl.Block
 	variables []*hcl.Block
 	locals    []*hcl.Attribute
-	byType    map[string][]*hcl.Block // runner_class, budget, vm_ceiling, pool, priority
+	byType    map[string][]*hcl.Block // runner_class, budget, vm_ceiling, pool, priority, token
 }
 
 // gather is phase two and three: the top-level schema of every file, then

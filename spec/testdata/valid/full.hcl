@@ -27,6 +27,14 @@ rpd {
   stack  = local.stack
   listen = "0.0.0.0:7443"
   token  = "s3cret"
+  audit_log = "/var/log/rpd/audit.jsonl"
+  tls {
+    cert_file      = "/etc/rpd/tls/tls.crt"
+    key_file       = "/etc/rpd/tls/tls.key"
+    client_ca_file = "/etc/rpd/tls/ca.crt"
+    ca_file        = "/etc/rpd/tls/leader-ca.crt"
+    client_scopes  = ["read", "work"]
+  }
 
   backend "local" {
     path = "/var/lib/rpd/state.db"
@@ -108,3 +116,14 @@ pool "deploy" {
 
 priority "low" { weight = -10 }
 priority "high" { weight = 1000 }
+
+token "ci-workers" {
+  sha256 = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
+  scopes = ["work", "read"]
+  pools  = ["database_pool"]
+}
+
+token "operator" {
+  file   = "/run/secrets/rpd-operator"
+  scopes = ["admin"]
+}
