@@ -40,7 +40,7 @@ func (p *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 		"expiresAt": n(unixNanos(rec.ExpiresAt)),
 		"ttlNanos":  n(int64(rec.TTL)),
 	}
-	for k, v := range map[string]string{"pool": rec.Pool, "taskId": rec.TaskID} {
+	for k, v := range map[string]string{"pool": rec.Pool, "taskId": rec.TaskID, "owner": rec.Owner} {
 		if v != "" {
 			item[k] = s(v)
 		}
@@ -81,7 +81,8 @@ func (p *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error)
 				LeaseID: r.str("leaseId"), Pool: r.str("pool"), TaskID: r.str("taskId"),
 				Priority: int(r.num("priority")), Slots: int(r.num("slots")),
 				GrantedAt: fromUnixNanos(r.num("grantedAt")), ExpiresAt: fromUnixNanos(r.num("expiresAt")),
-				TTL: time.Duration(r.num("ttlNanos")), // absent in older items: 0
+				TTL:   time.Duration(r.num("ttlNanos")), // absent in older items: 0
+				Owner: r.str("owner"),                   // absent in older items: ""
 			}
 			if r.err != nil {
 				return nil, fmt.Errorf("dynamodb Query %s: pool lease %q of stack %s is malformed: %w", table, rec.LeaseID, p.b.stack, r.err)

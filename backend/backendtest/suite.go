@@ -1040,7 +1040,7 @@ func testPoolStore(t *testing.T, h *Harness) {
 	c := ctx(t)
 	granted := h.Now().Truncate(time.Microsecond).UTC()
 	recs := []pools.LeaseRecord{
-		{LeaseID: "l1", Pool: "big", TaskID: "t1", Priority: 2, Slots: 4, GrantedAt: granted, ExpiresAt: granted.Add(time.Minute), TTL: time.Minute},
+		{LeaseID: "l1", Pool: "big", TaskID: "t1", Priority: 2, Slots: 4, GrantedAt: granted, ExpiresAt: granted.Add(time.Minute), TTL: time.Minute, Owner: "ci-workers"},
 		{LeaseID: "l2", Pool: "big", TaskID: "t2", Priority: 0, Slots: 1, GrantedAt: granted},
 		{LeaseID: "l3", Pool: "small", TaskID: "t3", Slots: 2, GrantedAt: granted},
 	}
@@ -1070,7 +1070,7 @@ func testPoolStore(t *testing.T, h *Harness) {
 	}
 	for i := range want {
 		if got[i].LeaseID != want[i].LeaseID || got[i].Pool != want[i].Pool || got[i].TaskID != want[i].TaskID || got[i].Priority != want[i].Priority ||
-			got[i].Slots != want[i].Slots || !got[i].GrantedAt.Equal(want[i].GrantedAt) || !got[i].ExpiresAt.Equal(want[i].ExpiresAt) || got[i].TTL != want[i].TTL {
+			got[i].Slots != want[i].Slots || !got[i].GrantedAt.Equal(want[i].GrantedAt) || !got[i].ExpiresAt.Equal(want[i].ExpiresAt) || got[i].TTL != want[i].TTL || got[i].Owner != want[i].Owner {
 			t.Errorf("LoadLeases[%d] = %+v; want %+v", i, got[i], want[i])
 		}
 	}

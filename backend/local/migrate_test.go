@@ -146,6 +146,10 @@ func wantSchemaVersion(t *testing.T, path string) {
 // the upgrade is found by its owner (the retry key of a pickup).
 func TestMigrateV4InstancesGainClaimDeadline(t *testing.T) {
 	path := writeSQLite(t, "v4.db", v1Instances,
+		// Every file past version 1 has pool_leases: version 6 adds its owner.
+		`CREATE TABLE pool_leases (stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
+			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
+			ttl_ns INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (stack, lease_id))`,
 		`INSERT INTO instances VALUES ('i-1', 'medium', 'claimed', 'job-1', 'spot', 'c6i.large', 2, 4096, 'medium', 4000000000000000000, 1)`,
 		`PRAGMA user_version = 4`)
 	ctx := context.Background()

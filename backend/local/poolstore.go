@@ -28,10 +28,10 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	}
 	if s.epoch == 0 {
 		return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease, 0,
-			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL))
+			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), rec.Owner)
 	}
 	return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLeaseFenced, s.epoch,
-		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), s.epoch)
+		s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), s.epoch, rec.Owner)
 }
 
 // DeleteLease removes a record; a missing one is not an error. It is
@@ -54,7 +54,7 @@ func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error)
 	for rows.Next() {
 		var r pools.LeaseRecord
 		var granted, expires, ttl int64
-		if err := rows.Scan(&r.LeaseID, &r.Pool, &r.TaskID, &r.Priority, &r.Slots, &granted, &expires, &ttl); err != nil {
+		if err := rows.Scan(&r.LeaseID, &r.Pool, &r.TaskID, &r.Priority, &r.Slots, &granted, &expires, &ttl, &r.Owner); err != nil {
 			return nil, fmt.Errorf("load pool leases of stack %s from %s: %w", s.b.stack, s.b.path, err)
 		}
 		r.GrantedAt, r.ExpiresAt, r.TTL = fromNanos(granted), fromNanos(expires), time.Duration(ttl)

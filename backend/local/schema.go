@@ -94,6 +94,9 @@ var migrations = []string{
 	// retried pickup finds its owner's claim by an index.
 	`ALTER TABLE instances ADD COLUMN claim_expires_ns INTEGER NOT NULL DEFAULT 0;
 	CREATE INDEX instances_by_owner ON instances(class, owner) WHERE owner != '';`,
+	// 6: pools.LeaseRecord.Owner, the principal that took the lease ('' in
+	// records written before).
+	`ALTER TABLE pool_leases ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
 }
 
 // SchemaVersion is the schema version this binary writes.

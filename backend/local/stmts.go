@@ -13,14 +13,14 @@ import (
 // keeps one prepared copy per connection; the driver resets a statement
 // between uses.
 const (
-	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
 	// The fenced forms write only while ? is the stack's leader epoch.
-	sqlPutLeaseFenced = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns)
-		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?10`
+	sqlPutLeaseFenced = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
+		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?10`
 	sqlDeleteLeaseFenced = `DELETE FROM pool_leases WHERE stack = ?1 AND lease_id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
-	sqlLoadLeases        = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns FROM pool_leases WHERE stack = ? ORDER BY lease_id`
+	sqlLoadLeases        = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner FROM pool_leases WHERE stack = ? ORDER BY lease_id`
 
 	sqlPutGrant    = `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`
 	sqlDeleteGrant = `DELETE FROM grants WHERE stack = ? AND id = ?`

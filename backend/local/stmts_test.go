@@ -26,7 +26,7 @@ func TestUnpreparableStatementsFailWhenCalled(t *testing.T) {
 	path := writeSQLite(t, "partial.db",
 		`CREATE TABLE pool_leases (stack TEXT NOT NULL, lease_id TEXT NOT NULL, pool TEXT NOT NULL, task_id TEXT NOT NULL,
 			priority INTEGER NOT NULL, slots INTEGER NOT NULL, granted_ns INTEGER NOT NULL, expires_ns INTEGER NOT NULL,
-			ttl_ns INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (stack, lease_id))`,
+			ttl_ns INTEGER NOT NULL DEFAULT 0, owner TEXT NOT NULL DEFAULT '', PRIMARY KEY (stack, lease_id))`,
 		fmt.Sprintf(`PRAGMA user_version = %d`, local.SchemaVersion()))
 	ctx := context.Background()
 	b := openAt(t, path, "s", nil)

@@ -30,6 +30,10 @@ type Request struct {
 	// request with Manager.Lease, across Restore too. It must not name a
 	// held lease: the caller serialises requests with the same ID.
 	ID string
+	// Owner names who takes the lease (the daemon's authenticated
+	// principal): opaque to this package, kept with the lease, recorded
+	// and restored with it. "" names nobody.
+	Owner string
 }
 
 // Acquire waits until req.Slots slots of the named pool ("" means
@@ -80,8 +84,8 @@ func (m *Manager) Acquire(ctx context.Context, pool string, req Request) (*Lease
 	}
 	l := p.newLeaseLocked()
 	*l = Lease{p: p, taskID: req.TaskID, priority: req.Priority, slots: slots, index: -1}
-	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil || req.ID != "" {
-		l.ext = &leaseExt{ttl: ttl, id: req.ID}
+	if ttl := cmp.Or(req.TTL, p.leaseTTL); ttl > 0 || m.store != nil || req.ID != "" || req.Owner != "" {
+		l.ext = &leaseExt{ttl: ttl, id: req.ID, owner: req.Owner}
 	}
 	p.seq++
 	l.seq = p.seq

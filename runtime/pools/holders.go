@@ -21,6 +21,8 @@ type Holder struct {
 	RenewedAt time.Time
 	// ExpiresAt is zero without a TTL.
 	ExpiresAt time.Time
+	// Owner is (*Lease).Owner.
+	Owner string
 }
 
 // QueuedPriority summarises the requests waiting in a pool at one priority.
@@ -51,7 +53,7 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		if l.ext.id == "" {
 			p.assignIDLocked(l)
 		}
-		h := Holder{ID: l.ext.id, TaskID: l.taskID, Priority: l.priority, Slots: l.slots, GrantedAt: l.ext.grantedAt, ExpiresAt: l.ext.expiresAt}
+		h := Holder{ID: l.ext.id, TaskID: l.taskID, Priority: l.priority, Slots: l.slots, GrantedAt: l.ext.grantedAt, ExpiresAt: l.ext.expiresAt, Owner: l.ext.owner}
 		if l.ext.ttl > 0 && !l.ext.expiresAt.IsZero() {
 			// A heartbeat sets expiresAt to now+TTL, so this is its time.
 			h.RenewedAt = l.ext.expiresAt.Add(-l.ext.ttl)

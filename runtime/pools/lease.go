@@ -30,6 +30,7 @@ type leaseExt struct {
 	ttl       time.Duration
 	expired   bool
 	id        string
+	owner     string    // Request.Owner
 	grantedAt time.Time // set with a TTL or a Store
 	expiresAt time.Time // zero without a TTL
 	timer     Timer     // expiry, with a TTL
@@ -44,6 +45,16 @@ func (l *Lease) Pool() string { return l.p.name }
 
 // TaskID is the task the lease was granted to (may be empty).
 func (l *Lease) TaskID() string { return l.taskID }
+
+// Owner is Request.Owner, as granted or restored ("" for nobody named).
+func (l *Lease) Owner() string {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.ext == nil {
+		return ""
+	}
+	return l.ext.owner
+}
 
 // Priority is the priority the lease was requested with.
 func (l *Lease) Priority() int { return l.priority }
@@ -185,6 +196,7 @@ func (l *Lease) recordLocked() LeaseRecord {
 		GrantedAt: l.ext.grantedAt,
 		ExpiresAt: l.ext.expiresAt,
 		TTL:       l.ext.ttl,
+		Owner:     l.ext.owner,
 	}
 }
 

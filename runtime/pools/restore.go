@@ -103,7 +103,7 @@ func (m *Manager) RestoreWith(ctx context.Context, o RestoreOptions) (RestoreRep
 			}
 			continue
 		}
-		x := &leaseExt{id: rec.LeaseID, grantedAt: rec.GrantedAt, expiresAt: rec.ExpiresAt}
+		x := &leaseExt{id: rec.LeaseID, owner: rec.Owner, grantedAt: rec.GrantedAt, expiresAt: rec.ExpiresAt}
 		l := &Lease{p: p, taskID: rec.TaskID, priority: rec.Priority, slots: rec.Slots, index: -1, ext: x}
 		p.mu.Lock()
 		if p.deleted || p.used > math.MaxInt-rec.Slots {

@@ -21,6 +21,8 @@ type LeaseRecord struct {
 	// (Restore then derives it). Heartbeats move ExpiresAt but not
 	// GrantedAt, so the TTL cannot be derived from the two.
 	TTL time.Duration
+	// Owner is Request.Owner: who took the lease ("" for nobody named).
+	Owner string
 }
 
 // Store persists leases. Implementations: MemoryStore (this package),

@@ -444,3 +444,36 @@ func TestRestoreWithSparesHoldersWithoutAnOwner(t *testing.T) {
 		t.Fatal("zero RestoreOptions spare a lease")
 	}
 }
+
+// A lease's owner is recorded with it and restored, and Holders reports it.
+func TestOwnerRecordedAndRestored(t *testing.T) {
+	st := &faultyStore{}
+	setup := func() *Manager {
+		m := newTestManager(t, Options{Store: st})
+		if err := m.CreatePool("p", 2, ""); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	l := mustAcquire(t, setup(), "p", Request{TaskID: "job", Owner: "ci-workers"})
+	if got := l.Owner(); got != "ci-workers" {
+		t.Fatalf("Owner() = %q; want ci-workers", got)
+	}
+	if rec, ok := st.record(t, l.ID()); !ok || rec.Owner != "ci-workers" {
+		t.Fatalf("stored record %+v (found %v); want owner ci-workers", rec, ok)
+	}
+	m := setup()
+	if _, err := m.Restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := m.Lease(l.ID())
+	if err != nil || r.Owner() != "ci-workers" {
+		t.Fatalf("restored lease %v, %v; want owner ci-workers", r, err)
+	}
+	if h, _, err := m.Holders("p"); err != nil || len(h) != 1 || h[0].Owner != "ci-workers" {
+		t.Fatalf("Holders = %+v, %v; want one held by ci-workers", h, err)
+	}
+	if anon := mustAcquire(t, m, "p", Request{TaskID: "anon"}); anon.Owner() != "" {
+		t.Errorf("Owner() of a lease without one = %q; want \"\"", anon.Owner())
+	}
+}
