@@ -28,6 +28,7 @@ const DefaultTTLSeconds = 60
 const (
 	CodeBadRequest       = "bad_request"        // 400: malformed JSON, unknown field, value out of range
 	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeForbidden        = "forbidden"          // 403: the principal lacks the scope, or the grant is another principal's
 	CodeNotFound         = "not_found"          // 404: unknown pool, budget, ceiling, class, lease, route
 	CodeExhausted        = "exhausted"          // 404: pickup found no instance (Kind says global or local)
 	CodeMethodNotAllowed = "method_not_allowed" // 405

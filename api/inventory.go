@@ -16,6 +16,10 @@ type Grant struct {
 	ID string `json:"id"`
 	// Component is the pool, budget or vm_ceiling the grant counts against.
 	Component string `json:"component"`
+	// Principal is who took the grant (a token's name, or a client
+	// certificate's subject); "" when the daemon configures no credential.
+	// Only it, or an admin, may heartbeat or end the grant.
+	Principal string `json:"principal"`
 	TaskID    string `json:"task_id"`   // pool leases
 	WorkerID  string `json:"worker_id"` // claims
 	Priority  int    `json:"priority"`  // pool leases; 0 otherwise

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,7 +39,10 @@ type Client struct {
 	first atomic.Uint32
 	retry time.Duration
 	token string
-	hc    *http.Client
+	// tlsConfig (WithTLSConfig, WithCAFile) and an option's error.
+	tlsConfig *tls.Config
+	optErr    error
+	hc        *http.Client
 	// rt is the transport New built, called directly: the daemon never
 	// redirects, so http.Client's redirect bookkeeping (a copy of every
 	// request's headers) is skipped. nil with WithHTTPClient.
@@ -61,6 +67,37 @@ type Option func(*Client)
 
 // WithToken sends token as the bearer token of every request.
 func WithToken(token string) Option { return func(c *Client) { c.token = token } }
+
+// WithTLSConfig sets the TLS configuration of https:// addresses: the CAs
+// the daemon's certificate is verified with (RootCAs), and a client
+// certificate for mutual TLS. Without it the system's roots verify the
+// daemon. It is ignored with WithHTTPClient.
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *Client) { c.tlsConfig = cfg } }
+
+// WithCAFile verifies the daemon's certificate against the PEM CA bundle
+// in path instead of the system's roots: the usual option of a client of a
+// daemon whose certificate a private CA signed. New fails if the file
+// cannot be read.
+func WithCAFile(path string) Option {
+	return func(c *Client) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			c.optErr = fmt.Errorf("client: CA file: %w", err)
+			return
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(b) {
+			c.optErr = fmt.Errorf("client: CA file %s holds no PEM certificate", path)
+			return
+		}
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.tlsConfig != nil {
+			cfg = c.tlsConfig.Clone()
+		}
+		cfg.RootCAs = pool
+		c.tlsConfig = cfg
+	}
+}
 
 // WithRetry sets how long one call keeps retrying connection failures
 // and 503 answers, moving to the next address each time; 0 turns retries
@@ -96,8 +133,15 @@ func New(addrs string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	if c.optErr != nil {
+		return nil, c.optErr
+	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
+		if c.tlsConfig != nil {
+			t.TLSClientConfig = c.tlsConfig.Clone()
+			t.ForceAttemptHTTP2 = true
+		}
 		t.MaxIdleConns = 256
 		t.MaxIdleConnsPerHost = 256
 		t.DisableCompression = true // the daemon's answers are small JSON

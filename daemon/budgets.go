@@ -281,7 +281,11 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		defer unlock()
-		if l, ok := d.permits.get(permitID(name, rid)); ok {
+		if l, owner, ok := d.permits.get(permitID(name, rid)); ok {
+			if err := holderOnly(r.Context(), "permit "+l.LeaseID, owner); err != nil {
+				d.fail(w, r, err)
+				return
+			}
 			_ = writeJSON(w, http.StatusOK, l)
 			return
 		}
@@ -336,6 +340,10 @@ func exceeds(p *fatjob.Pool, r fatjob.Request) bool {
 }
 
 func (d *Daemon) releasePermit(w http.ResponseWriter, r *http.Request) {
+	if err := d.permits.holderOnly(r.Context(), r.PathValue("id")); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	if err := d.permits.release(r.PathValue("id"), r.PathValue("name")); err != nil {
 		d.fail(w, r, err)
 		return

@@ -369,6 +369,10 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		}
 		defer unlock()
 		if id, ok := d.grants.claimFor(name, rid); ok {
+			if err := holderOnly(r.Context(), "claim "+id.String(), d.grants.claimOwner(name, id)); err != nil {
+				d.fail(w, r, err)
+				return
+			}
 			if c, ok := l.Lookup(id); ok {
 				cj := claimJSON(name, c)
 				cj.RequestID = rid
@@ -423,6 +427,9 @@ func (d *Daemon) claim(r *http.Request) (string, *ledger.Claim, error) {
 	c, ok := l.Lookup(cid)
 	if !ok {
 		return "", nil, notFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
+	}
+	if err := holderOnly(r.Context(), "claim "+id, d.grants.claimOwner(name, cid)); err != nil {
+		return "", nil, err
 	}
 	return name, c, nil
 }

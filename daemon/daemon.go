@@ -3,12 +3,16 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,8 +95,15 @@ type Options struct {
 	// Advertise is the URL other replicas of the stack reach this daemon
 	// at (RPD_ADVERTISE, -advertise); it overrides the configuration's
 	// ha.advertise. Empty: http:// and the listen address (with the host
-	// name for an unspecified address such as 0.0.0.0).
+	// name for an unspecified address such as 0.0.0.0), https:// with
+	// TLS.
 	Advertise string
+	// CAFile (RPD_CA_FILE) verifies the leader a standby forwards to over
+	// https; it overrides the tls block's ca_file and client_ca_file.
+	CAFile string
+	// Stdout receives the audit log when audit_log is "-" (default
+	// os.Stdout).
+	Stdout io.Writer
 }
 
 // Daemon serves the runtime components over HTTP and keeps them in step
@@ -130,8 +141,15 @@ type Daemon struct {
 	// stateVersion is the state store version of the runtime document last
 	// applied (watch) or followed (serve).
 	stateVersion atomic.Int64
-	token        atomic.Pointer[string]
-	stopping     atomic.Bool
+	// creds are the accepted credentials (auth.go), swapped on reload;
+	// tls, when set, serves HTTPS and verifies the leader (tlsconf.go);
+	// audit is the audit log (nil: none).
+	creds    atomic.Pointer[credentials]
+	tls      *tlsFiles
+	roots    *x509.CertPool // RPD_CA_FILE, on a daemon without tls
+	audit    *auditLog
+	sec      *secMetrics
+	stopping atomic.Bool
 	// conns are the API server's connections, for the drain.
 	conns   connTracker
 	started time.Time
@@ -177,6 +195,10 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now()}
 	d.metrics = newMetrics(d)
+	d.sec = newSecMetrics(d.metrics.reg)
+	if d.opts.Stdout == nil {
+		d.opts.Stdout = os.Stdout
+	}
 
 	cfg, hash, err := d.initialConfig()
 	if err != nil {
@@ -190,9 +212,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if listen == "" {
 		listen = DefaultListen
 	}
-	d.setToken(cfg)
-	if tok := d.token.Load(); !isLoopback(listen) && (tok == nil || *tok == "") {
-		return nil, fmt.Errorf("refusing to listen on %s without a bearer token: that address is reachable from other hosts; set RPD_TOKEN (or token in the rpd block), or listen on 127.0.0.1", listen)
+	if err := d.secure(cfg, listen); err != nil {
+		return nil, err
 	}
 
 	d.backend, err = open.Open(ctx, cfg.Stack, reconcile.BackendConfigOf(cfg.Backend), open.Options{Logger: d.log})
@@ -206,7 +227,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		d.close()
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
-	advertise := cmp.Or(opts.Advertise, cfg.HA.Advertise, defaultAdvertise(d.ln.Addr().String()))
+	advertise := cmp.Or(opts.Advertise, cfg.HA.Advertise, d.scheme()+strings.TrimPrefix(defaultAdvertise(d.ln.Addr().String()), "http://"))
 	d.elector = newElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
 		func() string { return d.reloader.state().hash }, d.log.With("component", "leader"))
 	d.forward = newForwarder(d)
@@ -232,6 +253,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	} else {
 		res = d.Reload(ctx)
 	}
+	d.auditReload("start", res)
 	if !res.OK {
 		d.close()
 		return nil, fmt.Errorf("start-up configuration rejected:\n%s", res.Error)
@@ -345,8 +367,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 		ConnState:      d.conns.track,
 		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
+	var ln net.Listener = apiErrorListener{d.ln}
+	if d.tls != nil {
+		// The TLS connections themselves must reach net/http (HTTP/2,
+		// client certificates): its plain-text parse errors stay as they are.
+		srv.TLSConfig = d.tls.serverConfig()
+		ln = tls.NewListener(d.ln, srv.TLSConfig)
+	}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(apiErrorListener{d.ln}) }()
+	go func() { serveErr <- srv.Serve(ln) }()
 
 	// The election outlives the other loops: a draining leader keeps its
 	// lease, and so may still record the releases and grants in flight.
@@ -414,6 +443,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	<-drained
 	d.closeBackend()
+	d.audit.close()
 	d.log.Info("rpd daemon stopped")
 	return err
 }
@@ -461,6 +491,7 @@ func (d *Daemon) drain(ctx context.Context, srv *http.Server) <-chan struct{} {
 func (d *Daemon) close() {
 	d.closeRuntime()
 	d.closeBackend()
+	d.audit.close()
 }
 
 // closeRuntime stops the components and writes the queued record deletes.
@@ -499,35 +530,29 @@ func (d *Daemon) sweepLoop(ctx context.Context) {
 	}
 }
 
-// setToken makes the effective bearer token RPD_TOKEN, else the
-// configuration's token.
-func (d *Daemon) setToken(cfg *spec.Config) {
-	tok := d.opts.Token
-	if tok == "" && cfg != nil {
-		tok = cfg.Token
-	}
-	d.token.Store(&tok)
-}
-
-// checkSecurity refuses a configuration that would leave a non-loopback
-// listener without a token. A changed listen address needs a restart.
-func (d *Daemon) checkSecurity(cfg *spec.Config) error {
+// checkSecurity builds the credentials of cfg (reading token files anew),
+// refusing a configuration that would leave a non-loopback listener
+// without one, or with a weak secret. A changed listen address, tls block
+// or audit_log needs a restart.
+func (d *Daemon) checkSecurity(cfg *spec.Config) (*credentials, error) {
 	if d.ln == nil {
-		return nil // start-up: New checks the address it binds
+		return d.creds.Load(), nil // start-up: New checked what it binds
 	}
+	creds, err := newCredentials(cfg, d.opts.Token, d.Addr())
+	if err != nil {
+		return nil, err
+	}
+	d.warnRestartOnly(cfg)
 	if cfg.Stack != d.stack || !sameBackend(cfg.Backend, d.base.Backend) {
-		return fmt.Errorf("the configuration moves the daemon to stack %q on backend %s, but it serves stack %q on backend %s; restart the daemon to switch stacks or backends",
+		return nil, fmt.Errorf("the configuration moves the daemon to stack %q on backend %s, but it serves stack %q on backend %s; restart the daemon to switch stacks or backends",
 			cfg.Stack, backendText(cfg.Backend), d.stack, backendText(d.base.Backend))
-	}
-	if d.opts.Token == "" && cfg.Token == "" && !isLoopback(d.Addr()) {
-		return fmt.Errorf("the configuration removes the bearer token while the daemon listens on %s, reachable from other hosts; keep token set, or set RPD_TOKEN", d.Addr())
 	}
 	if d.opts.Listen == "" && cfg.Listen != "" && cfg.Listen != d.Addr() {
 		if prev := d.reloader.state().cfg; prev == nil || prev.Listen != cfg.Listen {
 			d.log.Warn("the listen address changed in the configuration; it takes effect when the daemon restarts", "listening", d.Addr(), "configured", cfg.Listen)
 		}
 	}
-	return nil
+	return creds, nil
 }
 
 // sameBackend reports whether two backend blocks name the same store.

@@ -54,14 +54,17 @@ type forwarder struct {
 }
 
 func newForwarder(d *Daemon) *forwarder {
-	return &forwarder{d: d, transport: &http.Transport{
+	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
+	f := &forwarder{d: d, transport: &http.Transport{
 		Proxy:               nil, // replicas talk directly
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer.DialContext,
 		MaxIdleConns:        256,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 		// Each forward's context carries its deadline (wait + margin).
 	}}
+	d.forwardTLS(f.transport, dialer) // an https:// leader
+	return f
 }
 
 // forwardBody is what a forward reads of a request body: how long the
@@ -191,6 +194,10 @@ func (f *forwarder) roundTrip(ctx context.Context, moved context.Context, target
 		}
 	}
 	out.Header.Set(forwardedHeader, f.d.elector.holder)
+	// The bearer token goes on as it came: replicas share the tokens. A
+	// client certificate's principal goes in a header the leader believes
+	// of a replica only (auth.go).
+	setForwardedPrincipal(r, out)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip

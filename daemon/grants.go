@@ -16,10 +16,12 @@ import (
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
-// grantRecord is the stored form of one grant: exactly one of the two is set.
+// grantRecord is the stored form of one grant: exactly one of the two is
+// set. Owner is the principal that took it (see holderOnly).
 type grantRecord struct {
 	Permit *api.Lease `json:"permit,omitempty"`
 	Claim  *api.Claim `json:"claim,omitempty"`
+	Owner  string     `json:"owner,omitempty"`
 }
 
 func permitRecordID(leaseID string) string { return "permit/" + leaseID }
@@ -44,6 +46,7 @@ type claimRef struct {
 	ceiling   string
 	id        ledger.ClaimID
 	requestID string // the request_id it was granted for, if any
+	owner     string // the principal that took it
 }
 
 func newGrants(store backend.GrantStore, log *slog.Logger) *grants {
@@ -81,11 +84,11 @@ func (g *grants) probe(ctx context.Context) error {
 	return nil
 }
 
-func (g *grants) putPermit(ctx context.Context, l api.Lease) error {
+func (g *grants) putPermit(ctx context.Context, l api.Lease, owner string) error {
 	if g == nil {
 		return nil
 	}
-	return g.put(ctx, permitRecordID(l.LeaseID), grantRecord{Permit: &l})
+	return g.put(ctx, permitRecordID(l.LeaseID), grantRecord{Permit: &l, Owner: owner})
 }
 
 func (g *grants) deletePermit(leaseID string) {
@@ -95,24 +98,41 @@ func (g *grants) deletePermit(leaseID string) {
 }
 
 // putClaim records c (again, after a confirm: requestID "" keeps the one
-// it was granted for) and tracks it for sweepClaims.
+// it was granted for, and the owner stays who took it; the first time, the
+// owner is ctx's principal) and tracks it for sweepClaims.
 func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim, requestID string) error {
 	if g == nil {
 		return nil
 	}
 	id := claimRecordID(ceiling, c.ID().String())
+	g.mu.Lock()
+	ref, tracked := g.claims[id]
+	g.mu.Unlock()
 	if requestID == "" {
-		g.mu.Lock()
-		requestID = g.claims[id].requestID
-		g.mu.Unlock()
+		requestID = ref.requestID
+	}
+	owner := ref.owner
+	if !tracked {
+		owner = principalOf(ctx).owner()
 	}
 	cj := claimJSON(ceiling, c)
 	cj.RequestID = requestID
-	err := g.put(ctx, id, grantRecord{Claim: &cj})
+	err := g.put(ctx, id, grantRecord{Claim: &cj, Owner: owner})
 	if err == nil {
-		g.track(id, claimRef{ceiling: ceiling, id: c.ID(), requestID: requestID})
+		g.track(id, claimRef{ceiling: ceiling, id: c.ID(), requestID: requestID, owner: owner})
 	}
 	return err
+}
+
+// claimOwner returns the principal that took claim id of ceiling ("" when
+// not tracked, or taken by nobody named).
+func (g *grants) claimOwner(ceiling string, id ledger.ClaimID) string {
+	if g == nil {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.claims[claimRecordID(ceiling, id.String())].owner
 }
 
 func (g *grants) track(recordID string, ref claimRef) {
@@ -210,7 +230,7 @@ func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (re
 			// As for pool leases: its holder had nobody to heartbeat to.
 			rec.Permit.ExpiresAt = now.Add(ro.Grace)
 		}
-		outcome, err := d.restoreOne(now, rec)
+		outcome, err := d.restoreOne(now, rec, rec.Owner)
 		if err != nil {
 			d.log.Warn("grant record not restored; deleting it", "record", id, "err", err)
 		}
@@ -242,7 +262,7 @@ const (
 	dropped // its component is gone, or it could not be restored
 )
 
-func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, error) {
+func (d *Daemon) restoreOne(now time.Time, rec grantRecord, owner string) (restoreOutcome, error) {
 	if l := rec.Permit; l != nil {
 		if !now.Before(l.ExpiresAt) {
 			return lapsed, nil
@@ -255,7 +275,7 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, err
 		if err != nil {
 			return dropped, fmt.Errorf("permit %s: %w", l.LeaseID, err)
 		}
-		d.permits.restore(*l, perm.Release)
+		d.permits.restore(*l, owner, perm.Release)
 		return restoredPermit, nil
 	}
 	c := rec.Claim
@@ -274,7 +294,7 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord) (restoreOutcome, err
 		GrantedAt: c.GrantedAt, ExpiresAt: c.ExpiresAt, ConfirmedAt: c.ConfirmedAt})
 	switch {
 	case err == nil:
-		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), claimRef{ceiling: c.Ceiling, id: id, requestID: c.RequestID})
+		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), claimRef{ceiling: c.Ceiling, id: id, requestID: c.RequestID, owner: owner})
 		return restoredClaim, nil
 	case errors.Is(err, ledger.ErrClaimEnded):
 		return lapsed, nil

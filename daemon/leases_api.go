@@ -75,6 +75,7 @@ func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
 	if f.kind == "" || f.kind == api.KindPermit {
 		for _, l := range d.permits.list() {
 			if g := permitGrant(l); f.match(g) {
+				_, g.Principal, _ = d.permits.get(l.LeaseID)
 				out = append(out, g)
 			}
 		}
@@ -86,6 +87,7 @@ func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
 			}
 			for _, c := range ce.ledger.Claims() {
 				if g := claimGrant(ce.name, c); f.match(g) {
+					g.Principal = d.grants.claimOwner(ce.name, c.ID)
 					out = append(out, g)
 				}
 			}
@@ -105,7 +107,7 @@ func timePtr(t time.Time) *time.Time {
 
 func poolGrant(pool string, h pools.Holder) api.Grant {
 	return api.Grant{
-		Kind: api.KindPool, ID: externalLeaseID(h.ID), Component: pool, TaskID: h.TaskID,
+		Kind: api.KindPool, ID: externalLeaseID(h.ID), Component: pool, Principal: h.Owner, TaskID: h.TaskID,
 		Priority: h.Priority, Slots: h.Slots,
 		GrantedAt: timePtr(h.GrantedAt), HeartbeatAt: timePtr(h.RenewedAt), ExpiresAt: timePtr(h.ExpiresAt),
 	}

@@ -34,6 +34,7 @@ type permitTable struct {
 
 type permitLease struct {
 	lease   api.Lease
+	owner   string // the principal that took it
 	release func()
 	timer   pools.Timer
 }
@@ -52,8 +53,8 @@ func permitRequest(l api.Lease) fatjob.Request {
 	return fatjob.Request{ScanRingBytes: l.ScanRingBytes, DeltaCacheBytes: l.DeltaCacheBytes, NeedsSpillSlot: l.Spill}
 }
 
-// add records a granted permit and starts its TTL; release gives the
-// permit back and must be idempotent. If the permit cannot be recorded in
+// add records a granted permit, owned by ctx's principal, and starts its
+// TTL; release gives the permit back and must be idempotent. If the permit cannot be recorded in
 // the backend, add releases it and fails: a grant a restart would forget
 // could over-commit the budget.
 func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, release func()) (api.Lease, error) {
@@ -65,11 +66,12 @@ func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, r
 	l.TTLSeconds = ttl.Seconds()
 	l.GrantedAt = t.clock.Now().UTC()
 	l.ExpiresAt = l.GrantedAt.Add(ttl)
-	if err := t.grants.putPermit(ctx, l); err != nil {
+	owner := principalOf(ctx).owner()
+	if err := t.grants.putPermit(ctx, l, owner); err != nil {
 		release()
 		return api.Lease{}, fmt.Errorf("budget %s: the permit was not granted: %w", l.Budget, err)
 	}
-	t.insert(l, ttl, release)
+	t.insert(l, owner, ttl, release)
 	return l, nil
 }
 
@@ -82,25 +84,33 @@ func permitID(budget, requestID string) string {
 	return budget + "~r-" + requestID
 }
 
-// get returns the held permit id.
-func (t *permitTable) get(id string) (api.Lease, bool) {
+// get returns the held permit id and its owner.
+func (t *permitTable) get(id string) (api.Lease, string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	pl, ok := t.leases[id]
 	if !ok {
-		return api.Lease{}, false
+		return api.Lease{}, "", false
 	}
-	return pl.lease, true
+	return pl.lease, pl.owner, true
+}
+
+// holderOnly refuses (403) ctx's principal the permit id when another
+// took it (see the function holderOnly); an unknown permit passes, for
+// the caller to answer 404.
+func (t *permitTable) holderOnly(ctx context.Context, id string) error {
+	_, owner, _ := t.get(id)
+	return holderOnly(ctx, "permit "+id, owner)
 }
 
 // restore re-inserts a permit recorded by an earlier daemon, under its ID,
 // for what is left of its TTL.
-func (t *permitTable) restore(l api.Lease, release func()) {
-	t.insert(l, l.ExpiresAt.Sub(t.clock.Now()), release)
+func (t *permitTable) restore(l api.Lease, owner string, release func()) {
+	t.insert(l, owner, l.ExpiresAt.Sub(t.clock.Now()), release)
 }
 
-func (t *permitTable) insert(l api.Lease, timeLeft time.Duration, release func()) {
-	pl := &permitLease{lease: l, release: release}
+func (t *permitTable) insert(l api.Lease, owner string, timeLeft time.Duration, release func()) {
+	pl := &permitLease{lease: l, owner: owner, release: release}
 	t.mu.Lock()
 	t.leases[l.LeaseID] = pl
 	pl.timer = t.clock.AfterFunc(timeLeft, func() { t.expire(l.LeaseID, pl) })
@@ -143,7 +153,8 @@ func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 // the table, and its record is deleted again. That delete is queued after
 // this put has returned, so it lands after it.
 func (t *permitTable) recordHeartbeat(ctx context.Context, l api.Lease) error {
-	if err := t.grants.putPermit(ctx, l); err != nil {
+	_, owner, _ := t.get(l.LeaseID)
+	if err := t.grants.putPermit(ctx, l, owner); err != nil {
 		return err
 	}
 	t.mu.Lock()

@@ -391,6 +391,7 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	pr.Owner = principalOf(ctx).owner()
 	if rid := req.RequestID; rid != "" {
 		if err := checkRequestID(rid); err != nil {
 			d.fail(w, r, err)
@@ -406,6 +407,10 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 		// by a new leader: a retry finds the grant already made.
 		pr.ID = name + "/r-" + rid
 		if l, ok := d.comp.pools.mgr.Held(pr.ID); ok {
+			if err := holderOnly(ctx, "lease "+externalLeaseID(pr.ID), l.Owner()); err != nil {
+				d.fail(w, r, err)
+				return
+			}
 			_ = writeJSON(w, http.StatusOK, poolLease(l))
 			return
 		}
@@ -455,6 +460,10 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 	// stands, as the record still says (docs/ha.md, "A new leader never
 	// shortens a promise").
 	if isPermitID(id) {
+		if err := d.permits.holderOnly(r.Context(), id); err != nil {
+			d.fail(w, r, err)
+			return
+		}
 		l, err := d.permits.heartbeat(id)
 		if err != nil {
 			d.fail(w, r, err)
@@ -470,6 +479,10 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 	l, err := d.comp.pools.lease(internalLeaseID(id))
 	if err != nil {
 		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed; acquire again", id))
+		return
+	}
+	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {
+		d.fail(w, r, err)
 		return
 	}
 	if err := l.Heartbeat(r.Context()); err != nil {
@@ -497,6 +510,10 @@ func heartbeatNotRecorded(id string, err error) error {
 func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if isPermitID(id) {
+		if err := d.permits.holderOnly(r.Context(), id); err != nil {
+			d.fail(w, r, err)
+			return
+		}
 		if err := d.permits.release(id, ""); err != nil {
 			d.fail(w, r, err)
 			return
@@ -507,6 +524,10 @@ func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
 	l, err := d.comp.pools.lease(internalLeaseID(id))
 	if err != nil {
 		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed", id))
+		return
+	}
+	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {
+		d.fail(w, r, err)
 		return
 	}
 	if err := l.Release(); err != nil {

@@ -69,6 +69,7 @@ func (d *Daemon) reloadIfChanged(ctx context.Context) api.ReloadResult {
 func (d *Daemon) reload(ctx context.Context, force bool) api.ReloadResult {
 	d.reloader.mu.Lock()
 	defer d.reloader.mu.Unlock()
+	defer d.auditReloadSince(d.reloader.state().last.At, force)
 	if d.opts.Mode == ModeServe {
 		return d.followLocked(ctx, force)
 	}
@@ -93,7 +94,8 @@ func (d *Daemon) reload(ctx context.Context, force bool) api.ReloadResult {
 // good configuration active.
 func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, hash string, start time.Time) api.ReloadResult {
 	cfg := in.cfg
-	if err := d.checkSecurity(cfg); err != nil {
+	creds, err := d.checkSecurity(cfg)
+	if err != nil {
 		return d.rejectLocked(prev, hash, start, err)
 	}
 	commits, err := d.comp.prepare(in)
@@ -120,7 +122,7 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	if prev.cfg != nil && prev.cfg.Token != cfg.Token {
 		changes = append(changes, "rpd.token: changed")
 	}
-	d.setToken(cfg)
+	d.creds.Store(creds)
 	print := fingerprint(in.doc)
 	next := &reloadState{version: prev.version, hash: hash, print: print, attempted: hash, cfg: cfg}
 	changed := print != prev.print || len(changes) > 0

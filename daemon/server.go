@@ -2,7 +2,7 @@ package daemon
 
 import (
 	"bytes"
-	"crypto/subtle"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,7 +61,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
-	return d.middleware(d.leaderOnly(mux))
+	return d.middleware(mux, d.leaderOnly(mux))
 }
 
 // noRoute answers requests no pattern matched: 405 when the path exists
@@ -87,10 +87,12 @@ func (d *Daemon) noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Requ
 }
 
 // middleware matches paths as sent, bounds the time the body may take,
-// and checks the bearer token on every route but /healthz and /readyz (so
-// that probes need no secret) and the status page's HTML and assets (which
-// carry no data: its script sends the token), counting refusals.
-func (d *Daemon) middleware(next http.Handler) http.Handler {
+// finds the request's principal and checks that its scopes allow the
+// route (auth.go: every route but /healthz and /readyz, so that probes
+// need no secret, and the status page's HTML and assets, which carry no
+// data: its script sends the token), counting refusals, and writes the
+// audit line of every state-changing request.
+func (d *Daemon) middleware(mux *http.ServeMux, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if uncleanPath(r.URL.EscapedPath()) {
 			writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s: paths are matched as sent; remove empty, \".\" and \"..\" segments", r.Method, r.URL.EscapedPath()))
@@ -104,29 +106,28 @@ func (d *Daemon) middleware(next http.Handler) http.Handler {
 			deadline = time.Now().Add(d.opts.BodyReadTimeout)
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(deadline)
-		public := r.URL.Path == "/healthz" || r.URL.Path == "/readyz" || (r.Method == http.MethodGet || r.Method == http.MethodHead) && statuspage.Public(r.URL.Path)
-		if tok := d.token.Load(); tok != nil && *tok != "" && !public {
-			if !validBearer(r.Header.Get("Authorization"), *tok) {
-				d.metrics.unauthorized.Inc()
-				w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
-				writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token: send \"Authorization: Bearer <token>\" with the daemon's RPD_TOKEN")
-				return
-			}
+		_, pattern := mux.Handler(r)
+		need := scopeOf(pattern)
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && statuspage.Public(r.URL.Path) {
+			need = scopePublic
+		}
+		var p *principal
+		if need != scopePublic {
+			p = d.authenticate(r, d.creds.Load())
+		}
+		if d.audit != nil && audited(r.Method) {
+			aw := &auditWriter{ResponseWriter: w}
+			w = aw
+			defer func() { d.audit.add(requestEntry(r, p, pattern, aw)) }()
+		}
+		if !d.authorize(w, r, p, need) {
+			return
+		}
+		if p != nil && p != anonymous {
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// validBearer compares the presented token with want in constant time (for
-// equal lengths; the length itself is not secret enough to matter). The
-// scheme is case-insensitive (RFC 9110, section 11.1).
-func validBearer(header, want string) bool {
-	scheme, got, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got = strings.TrimLeft(got, " ")
-	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
 // writeJSON writes v with status. It returns the write error, so a handler

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -57,6 +58,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	ttl := fs.Duration("ttl", 0, "lease TTL; the lease is heartbeated every third of it (default: the pool's lease_ttl, else 60s)")
 	wait := fs.Duration("wait", 0, "give up acquiring after this long (default: wait until interrupted)")
 	task := fs.String("task-id", "", "task ID recorded with the lease (default: the command and the host)")
+	caFile := caFileFlag(fs)
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -75,7 +77,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "rpd run: -ttl %v must be at least 1s\n", *ttl)
 		return 1
 	}
-	c, err := daemonClient(e, *addr)
+	c, err := daemonClient(e, *addr, caFileOptions(*caFile)...)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rpd run: %v\n", err)
 		return 1
@@ -261,13 +263,30 @@ func daemonAddr(e *env, addr string) string {
 	return addr
 }
 
-// daemonClient builds a client from -addr, RPD_ADDR and RPD_TOKEN; extra
-// options (a shorter retry budget) come last.
+// daemonClient builds a client from -addr, RPD_ADDR, RPD_TOKEN and
+// RPD_CA_FILE (the CA an https:// daemon's certificate is verified with);
+// extra options (a shorter retry budget, -ca-file) come last.
 func daemonClient(e *env, addr string, extra ...client.Option) (*client.Client, error) {
 	addr = daemonAddr(e, addr)
 	var opts []client.Option
 	if tok, ok := e.getenv("RPD_TOKEN"); ok && tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}
+	if ca, ok := e.getenv("RPD_CA_FILE"); ok && ca != "" {
+		opts = append(opts, client.WithCAFile(ca))
+	}
 	return client.New(addr, append(opts, extra...)...)
+}
+
+// caFileFlag registers -ca-file; caFileOptions turns it into client
+// options (none when not given: RPD_CA_FILE, else the system's roots).
+func caFileFlag(fs *flag.FlagSet) *string {
+	return fs.String("ca-file", "", "PEM CA bundle an https:// daemon's certificate is verified with (default $RPD_CA_FILE, else the system's roots)")
+}
+
+func caFileOptions(path string) []client.Option {
+	if path == "" {
+		return nil
+	}
+	return []client.Option{client.WithCAFile(path)}
 }

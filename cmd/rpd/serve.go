@@ -99,6 +99,8 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 	opts.Logger = log
 	opts.Listen = f.listen
 	opts.Token, _ = e.getenv("RPD_TOKEN")
+	opts.CAFile, _ = e.getenv("RPD_CA_FILE")
+	opts.Stdout = e.stdout
 	opts.Advertise = f.advertise
 	if opts.Advertise == "" {
 		opts.Advertise, _ = e.getenv("RPD_ADVERTISE")

@@ -33,6 +33,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	addr := fs.String("addr", "", "daemon address HOST:PORT, or several separated by commas (default $RPD_ADDR, else 127.0.0.1:7070)")
 	asJSON := fs.Bool("json", false, "print GET /v1/status as JSON (with -v, {\"status\": ..., \"leases\": [...]})")
 	verbose := fs.Bool("v", false, "also list the holders and waiters of every pool, budget and ceiling")
+	caFile := caFileFlag(fs)
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
@@ -48,7 +49,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 		return fail(fmt.Errorf("unexpected argument %q: status takes only options", fs.Arg(0)))
 	}
 	// Try every address, but answer within seconds when none is up.
-	c, err := daemonClient(e, *addr, client.WithRetry(3*time.Second))
+	c, err := daemonClient(e, *addr, append(caFileOptions(*caFile), client.WithRetry(3*time.Second))...)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,0 +1,338 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/statuspage"
+	"github.com/rpdhq/rpd/spec"
+)
+
+// This file decides who a request comes from (its principal) and what it
+// may do (scopes). The one table of what each route needs is routeScopes;
+// TestRouteScopes walks it against every route and every scope.
+
+// scope is a set of spec.Scope* bits.
+type scope uint8
+
+const (
+	scopeRead scope = 1 << iota
+	scopeWork
+	scopeAdmin
+	// scopePublic marks routes that need no principal (probes and the
+	// status page's HTML and assets, which carry no data).
+	scopePublic
+	// scopeAny is any principal at all: a route nobody declared (it
+	// answers 404 or 405, which says nothing to an anonymous caller).
+	scopeAny = scopeRead | scopeWork | scopeAdmin
+)
+
+func parseScopes(names []string) scope {
+	var s scope
+	for _, n := range names {
+		switch n {
+		case spec.ScopeRead:
+			s |= scopeRead
+		case spec.ScopeWork:
+			s |= scopeWork
+		case spec.ScopeAdmin:
+			s |= scopeAdmin
+		}
+	}
+	return s
+}
+
+func (s scope) String() string {
+	var out []string
+	for _, b := range []struct {
+		s    scope
+		name string
+	}{{scopeRead, spec.ScopeRead}, {scopeWork, spec.ScopeWork}, {scopeAdmin, spec.ScopeAdmin}} {
+		if s&b.s != 0 {
+			out = append(out, b.name)
+		}
+	}
+	return strings.Join(out, "|")
+}
+
+// routeScopes is the scope each route (its ServeMux pattern) needs; admin
+// may do everything. A route missing here needs admin: TestRouteScopes
+// fails first.
+var routeScopes = map[string]scope{
+	"GET /healthz":     scopePublic,
+	"GET /readyz":      scopePublic,
+	"GET /metrics":     scopeRead,
+	"GET /v1/status":   scopeRead,
+	"POST /v1/reload":  scopeAdmin,
+	"/":                scopeAny, // 404 and 405 answers
+	"GET /v1/pools":    scopeRead,
+	"GET /v1/leases":   scopeRead,
+	"GET /v1/budgets":  scopeRead,
+	"GET /v1/ceilings": scopeRead,
+	"GET /v1/classes":  scopeRead,
+
+	"GET /v1/pools/{name}":                         scopeRead,
+	"POST /v1/pools/{name}/acquire":                scopeWork,
+	"POST /v1/leases/{id}/heartbeat":               scopeWork, // the holder's own (holderOnly)
+	"DELETE /v1/leases/{id}":                       scopeWork, // the holder's own (holderOnly)
+	"GET /v1/budgets/{name}":                       scopeRead,
+	"POST /v1/budgets/{name}/permits":              scopeWork,
+	"DELETE /v1/budgets/{name}/permits/{id}":       scopeWork, // the holder's own
+	"GET /v1/ceilings/{name}":                      scopeRead,
+	"POST /v1/ceilings/{name}/claims":              scopeWork,
+	"POST /v1/ceilings/{name}/claims/{id}/confirm": scopeWork, // the holder's own
+	"DELETE /v1/ceilings/{name}/claims/{id}":       scopeWork, // the holder's own
+	"PUT /v1/ceilings/{name}/usage":                scopeAdmin,
+	"GET /v1/classes/{class}":                      scopeRead,
+	"POST /v1/classes/{class}/pickup":              scopeWork,
+	"GET /v1/classes/{class}/instances":            scopeRead,
+	"POST /v1/classes/{class}/instances":           scopeWork,
+	"GET /v1/instances/{id}":                       scopeRead,
+	"POST /v1/instances/{id}/release":              scopeWork,
+	"POST /v1/instances/{id}/confirm":              scopeWork,
+}
+
+// scopeOf is the scope the route of pattern needs: routeScopes', public
+// for the status page's HTML and assets (its script sends the token),
+// admin for anything else.
+func scopeOf(pattern string) scope {
+	if s, ok := routeScopes[pattern]; ok {
+		return s
+	}
+	if m, p, _ := strings.Cut(pattern, " "); m == http.MethodGet && (p == "/{$}" || strings.HasPrefix(p, statuspage.Prefix)) {
+		return scopePublic
+	}
+	return scopeAdmin
+}
+
+// principal is who a request comes from: a named token, RPD_TOKEN, a
+// client certificate, or everyone when no credential is configured.
+type principal struct {
+	// name is what the audit log and the grants record: a token's name,
+	// "env.RPD_TOKEN", "rpd.token", or "cert:" and a certificate's subject.
+	// "" is the anonymous principal of a daemon without credentials.
+	name   string
+	scopes scope
+	// components, when not nil, limit work to these names.
+	components []string
+}
+
+func (p *principal) may(s scope) bool { return p.scopes&scopeAdmin != 0 || p.scopes&s == s }
+
+// owner is what a grant taken by p records as its holder.
+func (p *principal) owner() string { return p.name }
+
+// anonymous is everyone, on a daemon that configures no credential.
+var anonymous = &principal{scopes: scopeAny}
+
+// namedToken is a token compared by the SHA-256 of its secret.
+type namedToken struct {
+	sum [sha256.Size]byte
+	p   *principal
+}
+
+// credentials are the secrets the daemon accepts, built from the
+// configuration (and RPD_TOKEN) on every reload and swapped whole.
+type credentials struct {
+	tokens []namedToken
+	// open: no credential at all (a loopback daemon without tokens):
+	// every request is the anonymous admin.
+	open bool
+	// certScopes are the scopes of a verified client certificate; 0 when
+	// the daemon verifies none.
+	certScopes scope
+}
+
+// minSecretBytes is the shortest shared secret a daemon reachable from
+// other hosts accepts.
+const minSecretBytes = 16
+
+// newCredentials builds the credentials of cfg, with envToken (RPD_TOKEN)
+// as one more admin token, reading token files now. On a listen address
+// reachable from other hosts it refuses a configuration without any
+// credential, and every secret it can see shorter than minSecretBytes.
+func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, error) {
+	c := &credentials{}
+	exposed := !isLoopback(listen)
+	add := func(name, secret string, scopes scope, components []string) error {
+		if exposed && len(secret) < minSecretBytes {
+			return fmt.Errorf("refusing to listen on %s with the %d-byte secret of %s: a shared secret must be at least %d bytes on an address other hosts reach; make one with `openssl rand -hex 32`", listen, len(secret), name, minSecretBytes)
+		}
+		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &principal{name: name, scopes: scopes, components: components}})
+		return nil
+	}
+	if envToken != "" {
+		if err := add("env.RPD_TOKEN", envToken, scopeAdmin, nil); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Token != "" {
+		if err := add("rpd.token", cfg.Token, scopeAdmin, nil); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range cfg.Tokens {
+		s, comps := parseScopes(t.Scopes), slices.Clone(t.Components)
+		if t.File == "" {
+			var sum [sha256.Size]byte
+			if _, err := fmt.Sscanf(t.SHA256, "%x", &sum); err != nil {
+				return nil, fmt.Errorf("token %q: sha256: %w", t.Name, err)
+			}
+			c.tokens = append(c.tokens, namedToken{sum: sum, p: &principal{name: t.Name, scopes: s, components: comps}})
+			continue
+		}
+		b, err := os.ReadFile(t.File)
+		if err != nil {
+			return nil, fmt.Errorf("token %q: read its secret: %w", t.Name, err)
+		}
+		secret := strings.TrimRight(string(b), "\r\n")
+		if secret == "" {
+			return nil, fmt.Errorf("token %q: %s is empty; write the secret into it (make one with `openssl rand -hex 32`)", t.Name, t.File)
+		}
+		if err := add(t.Name, secret, s, comps); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.TLS != nil && cfg.TLS.ClientCAFile != "" {
+		c.certScopes = parseScopes(cfg.TLS.ClientScopes)
+	}
+	c.open = len(c.tokens) == 0 && c.certScopes == 0
+	if c.open && exposed {
+		return nil, fmt.Errorf("refusing to listen on %s without a credential: that address is reachable from other hosts; declare a token block, set RPD_TOKEN (make one with `openssl rand -hex 32`) or client_ca_file in the tls block, or listen on 127.0.0.1", listen)
+	}
+	return c, nil
+}
+
+// bearer finds the principal of an Authorization header: the SHA-256 of
+// the presented secret is compared, in constant time, with every token's
+// (all of them, so the time taken does not say which one matched).
+func (c *credentials) bearer(header string) *principal {
+	scheme, got, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(strings.TrimLeft(got, " ")))
+	var found *principal
+	for i := range c.tokens {
+		if subtle.ConstantTimeCompare(sum[:], c.tokens[i].sum[:]) == 1 {
+			found = c.tokens[i].p
+		}
+	}
+	return found
+}
+
+type principalKey struct{}
+
+// principalOf returns the principal the middleware found for r (anonymous
+// when it set none: handlers called directly by tests).
+func principalOf(ctx context.Context) *principal {
+	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
+		return p
+	}
+	return anonymous
+}
+
+// principalHeader carries, from a standby to its leader, the principal of
+// a request that authenticated with a client certificate (a bearer token
+// goes on as it came). The leader believes it only over a connection whose
+// verified certificate is a replica's (tlsFiles.isReplica).
+const principalHeader = "X-Rpd-Principal"
+
+// certPrefix starts the name of a client certificate's principal.
+const certPrefix = "cert:"
+
+// authenticate finds r's principal, or nil when it presents no valid
+// credential.
+func (d *Daemon) authenticate(r *http.Request, c *credentials) *principal {
+	if c.open {
+		return anonymous
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		return c.bearer(h)
+	}
+	if c.certScopes == 0 || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return nil
+	}
+	leaf := r.TLS.VerifiedChains[0][0]
+	if name := r.Header.Get(principalHeader); name != "" && r.Header.Get(forwardedHeader) != "" && d.tls != nil && d.tls.isReplica(leaf) {
+		return &principal{name: name, scopes: c.certScopes}
+	}
+	return &principal{name: certPrefix + leaf.Subject.String(), scopes: c.certScopes}
+}
+
+// authorize answers 401 or 403 for a request p may not make (and returns
+// false), given the scope its route needs.
+func (d *Daemon) authorize(w http.ResponseWriter, r *http.Request, p *principal, need scope) bool {
+	if need == scopePublic {
+		return true
+	}
+	if p == nil {
+		d.metrics.unauthorized.Inc()
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong credentials: send \"Authorization: Bearer <token>\" with a token the daemon knows (a token block, or RPD_TOKEN), or a client certificate its client_ca_file signed")
+		return false
+	}
+	if need == scopeAny || p.may(need) {
+		if comp := componentOf(r.URL.Path); need == scopeWork && comp != "" && p.components != nil && !slices.Contains(p.components, comp) {
+			d.sec.forbidden.Inc()
+			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
+			return false
+		}
+		return true
+	}
+	d.sec.forbidden.Inc()
+	writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", cmpName(p), p.scopes, r.Method, r.URL.Path, need))
+	return false
+}
+
+func cmpName(p *principal) string {
+	if p.name == "" {
+		return "anonymous"
+	}
+	return p.name
+}
+
+// componentOf is the pool, budget, VM ceiling or runner class a path
+// names, "" for none.
+func componentOf(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return ""
+	}
+	kind, rest, _ := strings.Cut(rest, "/")
+	switch kind {
+	case "pools", "budgets", "ceilings", "classes":
+		name, _, _ := strings.Cut(rest, "/")
+		return name
+	}
+	return ""
+}
+
+// holderOnly refuses (403) a request to heartbeat, release, confirm or
+// cancel a grant taken by another principal: only the grant's owner or an
+// admin may. A grant without an owner (taken while no credential was
+// configured, or recorded before owners were) is anyone's with work.
+func holderOnly(ctx context.Context, what, owner string) error {
+	p := principalOf(ctx)
+	if owner == "" || p.name == owner || p.scopes&scopeAdmin != 0 {
+		return nil
+	}
+	return &httpError{status: http.StatusForbidden, code: api.CodeForbidden,
+		msg: fmt.Sprintf("%s was taken by principal %s; only it, or an admin, may end or extend it", what, owner)}
+}
+
+// setForwardedPrincipal sets principalHeader on a forwarded request whose
+// principal is a client certificate's, and removes one a client sent.
+func setForwardedPrincipal(in, out *http.Request) {
+	out.Header.Del(principalHeader)
+	if p := principalOf(in.Context()); strings.HasPrefix(p.name, certPrefix) && in.Header.Get("Authorization") == "" {
+		out.Header.Set(principalHeader, p.name)
+	}
+}
