@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
@@ -182,8 +183,8 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 		s, comps := parseScopes(t.Scopes), slices.Clone(t.Components)
 		if t.File == "" {
 			var sum [sha256.Size]byte
-			if _, err := fmt.Sscanf(t.SHA256, "%x", &sum); err != nil {
-				return nil, fmt.Errorf("token %q: sha256: %w", t.Name, err)
+			if n, err := hex.Decode(sum[:], []byte(t.SHA256)); err != nil || n != len(sum) {
+				return nil, fmt.Errorf("token %q: sha256 %q is not 64 hexadecimal digits", t.Name, t.SHA256)
 			}
 			c.tokens = append(c.tokens, namedToken{sum: sum, p: &principal{name: t.Name, scopes: s, components: comps}})
 			continue
