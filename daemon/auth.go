@@ -206,7 +206,7 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 	}
 	c.open = len(c.tokens) == 0 && c.certScopes == 0
 	if c.open && exposed {
-		return nil, fmt.Errorf("refusing to listen on %s without a credential: that address is reachable from other hosts; declare a token block, set RPD_TOKEN (make one with `openssl rand -hex 32`) or client_ca_file in the tls block, or listen on 127.0.0.1", listen)
+		return nil, fmt.Errorf("refusing to listen on %s without a bearer token or a client certificate CA: that address is reachable from other hosts; declare a token block, set RPD_TOKEN (make one with `openssl rand -hex 32`) or client_ca_file in the tls block, or listen on 127.0.0.1", listen)
 	}
 	return c, nil
 }

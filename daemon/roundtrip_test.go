@@ -41,7 +41,7 @@ var roundTripBlocks = map[string]struct {
 // notInDocument are the blocks that configure the daemon itself (stack,
 // listen address, token, backend): read from the configuration, never
 // carried by the runtime document.
-var notInDocument = []string{"rpd", "rpd.backend.local", "rpd.backend.aws", "rpd.ha"}
+var notInDocument = []string{"rpd", "rpd.backend.local", "rpd.backend.aws", "rpd.ha", "rpd.tls", "token"}
 
 // roundTripSamples are valid values that differ from each attribute's
 // default (and from the required value the block is declared with).
