@@ -223,6 +223,13 @@ func requestEntry(r *http.Request, p *principal, pattern string, w *auditWriter)
 		}
 		e.RequestID = ids.RequestID
 	}
+	if e.RequestID == "" {
+		// The grant of a request_id has a fixed ID ending "r-<request_id>"
+		// (pools.go, permits.go), in the path of later requests too.
+		if i := strings.IndexAny(e.ID, ".~"); i > 0 && strings.HasPrefix(e.ID[i+1:], "r-") {
+			e.RequestID = e.ID[i+3:]
+		}
+	}
 	return e
 }
 

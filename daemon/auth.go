@@ -164,7 +164,14 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 	exposed := !isLoopback(listen)
 	add := func(name, secret string, scopes scope, components []string) error {
 		if exposed && len(secret) < minSecretBytes {
-			return fmt.Errorf("refusing to listen on %s with the %d-byte secret of %s: a shared secret must be at least %d bytes on an address other hosts reach; make one with `openssl rand -hex 32`", listen, len(secret), name, minSecretBytes)
+			what := fmt.Sprintf("token %q", name)
+			switch name {
+			case "env.RPD_TOKEN":
+				what = "RPD_TOKEN"
+			case "rpd.token":
+				what = "the rpd block's token"
+			}
+			return fmt.Errorf("refusing to listen on %s with the %d-byte secret of %s: a shared secret must be at least %d bytes on an address other hosts reach; make one with `openssl rand -hex 32`", listen, len(secret), what, minSecretBytes)
 		}
 		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &principal{name: name, scopes: scopes, components: components}})
 		return nil
