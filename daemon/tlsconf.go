@@ -34,6 +34,8 @@ type tlsFiles struct {
 	caFiles           []string // client_ca_file (mTLS), read into clientCAs
 	rootFiles         []string // the CAs the leader is verified with
 	log               *slog.Logger
+	// interval is fileCheckInterval (tests shorten it).
+	interval time.Duration
 
 	mu        sync.Mutex
 	checked   time.Time
@@ -52,7 +54,7 @@ type fileStamp struct {
 // newTLSFiles reads the files of t (and caFile, the RPD_CA_FILE of the
 // daemon's client side) once; any that cannot be read or parsed fails.
 func newTLSFiles(t *spec.TLS, caFile string, log *slog.Logger) (*tlsFiles, error) {
-	f := &tlsFiles{certFile: t.CertFile, keyFile: t.KeyFile, log: log, stamps: map[string]fileStamp{}}
+	f := &tlsFiles{certFile: t.CertFile, keyFile: t.KeyFile, log: log, interval: fileCheckInterval, stamps: map[string]fileStamp{}}
 	if t.ClientCAFile != "" {
 		f.caFiles = []string{t.ClientCAFile}
 	}
@@ -128,7 +130,7 @@ func (f *tlsFiles) refresh() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
-	if now.Sub(f.checked) < fileCheckInterval {
+	if now.Sub(f.checked) < f.interval {
 		return
 	}
 	f.checked = now
