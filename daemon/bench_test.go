@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend/backendtest"
+	"github.com/rpdhq/rpd/client"
 	"github.com/rpdhq/rpd/internal/awstest"
+	"github.com/rpdhq/rpd/internal/tlstest"
 )
 
 // BenchmarkAcquireReleaseHTTP is the load test: concurrent clients over
@@ -185,6 +188,41 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 				}
 			})
 			b.ReportMetric(float64(pairs.Load())/time.Since(start).Seconds(), "pairs/s")
+		})
+	}
+}
+
+// BenchmarkAcquireReleaseHTTPTLS measures what TLS costs the load test, in
+// one run: BenchmarkAcquireReleaseHTTP's pairs over plain HTTP without
+// credentials ("plain"); over TLS 1.3 (HTTP/2) with a bearer token checked
+// against its SHA-256 ("tls"); and that with the audit log written
+// ("tls+audit"), each on a daemon of its own. (BenchmarkAcquireReleaseHTTP
+// itself stays the plain one, so that its figures compare with earlier
+// runs.)
+func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`)) })
+	for _, audit := range []bool{false, true} {
+		name := "tls"
+		if audit {
+			name += "+audit"
+		}
+		b.Run(name, func(b *testing.B) {
+			ca := tlstest.New(b)
+			dir, state := b.TempDir(), b.TempDir()
+			rpd := tlsRPD(b, ca, state, "")
+			if !audit {
+				rpd = regexp.MustCompile(`(?m)^\s*audit_log = .*\n`).ReplaceAllString(rpd, "")
+			}
+			writeFile(b, filepath.Join(dir, "rpd.hcl"), rpd)
+			writeFile(b, filepath.Join(dir, "tokens.hcl"), tokenBlocks(b, state))
+			writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
+			td := startDaemonIn(b, dir, state)
+			c, err := client.New("https://"+td.addr, client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"]))
+			if err != nil {
+				b.Fatal(err)
+			}
+			td.c = c
+			benchPairs(b, td)
 		})
 	}
 }

@@ -83,12 +83,17 @@ func launchRPD(t testing.TB, cwd string, env []string, addr string, argv ...stri
 	}
 	go func() { ld.err = cmd.Wait(); close(ld.done) }()
 	var copts []client.Option
+	base := addr
 	for _, kv := range env {
 		if tok, ok := strings.CutPrefix(kv, "RPD_TOKEN="); ok {
 			copts = append(copts, client.WithToken(tok))
 		}
+		if ca, ok := strings.CutPrefix(kv, "RPD_CA_FILE="); ok { // a daemon serving TLS
+			copts = append(copts, client.WithCAFile(ca))
+			base = "https://" + addr
+		}
 	}
-	ld.c, _ = client.New(addr, copts...)
+	ld.c, _ = client.New(base, copts...)
 	t.Cleanup(func() {
 		if code := ld.stop(syscall.SIGTERM); code != 0 && code != -9 {
 			t.Errorf("rpd %s exited %d after SIGTERM; log:\n%s", mode, code, ld.stderr)
