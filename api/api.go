@@ -37,6 +37,7 @@ const (
 	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
 	CodeHeadersTooLarge  = "headers_too_large"  // 431: request line and headers over 64 KiB
 	CodeQueueFull        = "queue_full"         // 429: the pool's, budget's or ceiling's max_queued waiters are already waiting
+	CodeRateLimited      = "rate_limited"       // 429: the token's rate_limit is spent; retry after Retry-After
 	CodeInternal         = "internal"           // 500: backend failure; retry later
 	CodeNotReady         = "not_ready"          // 503: no configuration loaded or backend unreachable
 	// CodeNotLeader (503): this replica does not lead the stack and cannot

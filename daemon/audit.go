@@ -261,6 +261,7 @@ func (d *Daemon) auditReload(trigger string, res api.ReloadResult) {
 // secMetrics are the series of authentication and the audit log.
 type secMetrics struct {
 	forbidden   prometheus.Counter
+	rateLimited prometheus.Counter
 	auditErrors prometheus.Counter
 }
 
@@ -268,10 +269,12 @@ func newSecMetrics(reg prometheus.Registerer) *secMetrics {
 	m := &secMetrics{
 		forbidden: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rpd_http_forbidden_total", Help: "Requests refused (403) because the principal lacks the scope, may not use the component, or does not hold the grant."}),
+		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rpd_http_rate_limited_total", Help: "Requests refused (429) because their token's rate_limit was spent."}),
 		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rpd_audit_write_errors_total", Help: "Audit log lines that could not be written (see the daemon's log for why)."}),
 	}
-	reg.MustRegister(m.forbidden, m.auditErrors)
+	reg.MustRegister(m.forbidden, m.rateLimited, m.auditErrors)
 	return m
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/statuspage"
@@ -123,6 +125,38 @@ type principal struct {
 	scopes scope
 	// components, when not nil, limit work to these names.
 	components []string
+	// limit, when not nil, is the token's rate_limit.
+	limit *rateLimiter
+}
+
+// rateLimiter is a token bucket: rate requests a second, as many at once.
+// A principal's requests wait for nobody else's: a flood from one token
+// is answered 429 while the others go on.
+type rateLimiter struct {
+	rate float64
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func newRateLimiter(perSecond int) *rateLimiter {
+	return &rateLimiter{rate: float64(perSecond), tokens: float64(perSecond)}
+}
+
+// allow takes one token if there is one.
+func (l *rateLimiter) allow(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() {
+		l.tokens = min(l.rate, l.tokens+now.Sub(l.last).Seconds()*l.rate)
+	}
+	l.last = now
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
 }
 
 func (p *principal) may(s scope) bool { return p.scopes&scopeAdmin != 0 || p.scopes&s == s }
@@ -162,7 +196,7 @@ const minSecretBytes = 16
 func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, error) {
 	c := &credentials{}
 	exposed := !isLoopback(listen)
-	add := func(name, secret string, scopes scope, components []string) error {
+	add := func(name, secret string, scopes scope, components []string, limit *rateLimiter) error {
 		if exposed && len(secret) < minSecretBytes {
 			what := fmt.Sprintf("token %q", name)
 			switch name {
@@ -173,27 +207,31 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 			}
 			return fmt.Errorf("refusing to listen on %s with the %d-byte secret of %s: a shared secret must be at least %d bytes on an address other hosts reach; make one with `openssl rand -hex 32`", listen, len(secret), what, minSecretBytes)
 		}
-		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &principal{name: name, scopes: scopes, components: components}})
+		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &principal{name: name, scopes: scopes, components: components, limit: limit}})
 		return nil
 	}
 	if envToken != "" {
-		if err := add("env.RPD_TOKEN", envToken, scopeAdmin, nil); err != nil {
+		if err := add("env.RPD_TOKEN", envToken, scopeAdmin, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Token != "" {
-		if err := add("rpd.token", cfg.Token, scopeAdmin, nil); err != nil {
+		if err := add("rpd.token", cfg.Token, scopeAdmin, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.Tokens {
 		s, comps := parseScopes(t.Scopes), slices.Clone(t.Components)
+		var limit *rateLimiter
+		if t.RateLimit > 0 {
+			limit = newRateLimiter(t.RateLimit)
+		}
 		if t.File == "" {
 			var sum [sha256.Size]byte
 			if n, err := hex.Decode(sum[:], []byte(t.SHA256)); err != nil || n != len(sum) {
 				return nil, fmt.Errorf("token %q: sha256 %q is not 64 hexadecimal digits", t.Name, t.SHA256)
 			}
-			c.tokens = append(c.tokens, namedToken{sum: sum, p: &principal{name: t.Name, scopes: s, components: comps}})
+			c.tokens = append(c.tokens, namedToken{sum: sum, p: &principal{name: t.Name, scopes: s, components: comps, limit: limit}})
 			continue
 		}
 		b, err := os.ReadFile(t.File)
@@ -204,7 +242,7 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 		if secret == "" {
 			return nil, fmt.Errorf("token %q: %s is empty; write the secret into it (make one with `openssl rand -hex 32`)", t.Name, t.File)
 		}
-		if err := add(t.Name, secret, s, comps); err != nil {
+		if err := add(t.Name, secret, s, comps, limit); err != nil {
 			return nil, err
 		}
 	}
@@ -291,6 +329,12 @@ func (d *Daemon) authorize(w http.ResponseWriter, r *http.Request, p *principal,
 		if comp := componentOf(r.URL.Path); need == scopeWork && comp != "" && p.components != nil && !slices.Contains(p.components, comp) {
 			d.sec.forbidden.Inc()
 			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
+			return false
+		}
+		if p.limit != nil && !p.limit.allow(time.Now()) {
+			d.sec.rateLimited.Inc()
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited, fmt.Sprintf("principal %s is over its rate_limit of %v requests per second; slow down and retry", p.name, p.limit.rate))
 			return false
 		}
 		return true

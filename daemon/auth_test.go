@@ -420,3 +420,27 @@ func TestTokenFileRotation(t *testing.T) {
 		t.Errorf("after a failed reload: %d; want the last good credentials", st)
 	}
 }
+
+// TestRateLimitPerPrincipal: a token over its rate_limit gets 429 while
+// another token goes on.
+func TestRateLimitPerPrincipal(t *testing.T) {
+	flood, calm := strings.Repeat("f", 32), strings.Repeat("c", 32)
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	td := startDaemon(t, securedHCL+fmt.Sprintf("token \"flood\" {\n  sha256 = %q\n  scopes = [\"read\"]\n  rate_limit = 2\n}\ntoken \"calm\" {\n  sha256 = %q\n  scopes = [\"read\"]\n}\n", hash(flood), hash(calm)))
+	codes := map[int]int{}
+	for range 5 {
+		st, _ := td.raw(t, http.MethodGet, "/v1/status", "", "Authorization", "Bearer "+flood)
+		codes[st]++
+	}
+	if codes[http.StatusTooManyRequests] == 0 || codes[http.StatusOK] == 0 {
+		t.Fatalf("5 requests at once with rate_limit = 2: %v; want some 200 and some 429", codes)
+	}
+	st, b := td.raw(t, http.MethodGet, "/v1/status", "", "Authorization", "Bearer "+calm)
+	if st != http.StatusOK {
+		t.Fatalf("another token meanwhile: %d %s", st, b)
+	}
+	st, b = td.raw(t, http.MethodGet, "/v1/status", "", "Authorization", "Bearer "+flood)
+	if st == http.StatusTooManyRequests {
+		wantAPIError(t, st, b, http.StatusTooManyRequests, api.CodeRateLimited)
+	}
+}

@@ -59,6 +59,9 @@ type Token struct {
 	// Components, when not empty, limit the token's work to the pools,
 	// budgets, VM ceilings and runner classes of these names.
 	Components []string
+	// RateLimit is the requests per second the token may make (with as
+	// many in a burst); 0 is unlimited.
+	RateLimit int
 
 	DeclRange hcl.Range
 }
@@ -69,7 +72,7 @@ var (
 		{Name: "client_ca_file"}, {Name: "ca_file"}, {Name: "client_scopes"},
 	}}
 	tokenSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
-		{Name: "sha256"}, {Name: "file"}, {Name: "scopes", Required: true}, {Name: "pools"},
+		{Name: "sha256"}, {Name: "file"}, {Name: "scopes", Required: true}, {Name: "pools"}, {Name: "rate_limit"},
 	}}
 )
 
@@ -219,5 +222,13 @@ func (d *decoder) token(b *hcl.Block) (Token, bool) {
 		ok = ok && good
 		t.Components = l
 	}
+	if n, good := d.integer(attrs["rate_limit"], 1, maxRateLimit, " requests per second"); good {
+		t.RateLimit = n
+	} else if attrs["rate_limit"] != nil {
+		ok = false
+	}
 	return t, ok
 }
+
+// maxRateLimit bounds a token's rate_limit (requests per second).
+const maxRateLimit = 1_000_000

@@ -33,3 +33,9 @@ token "limited" {
   scopes = ["work"]
   pools  = ["bad name"]            # ERROR: Invalid name in pools
 }
+
+token "flood" {
+  file       = "/run/secrets/rpd"
+  scopes     = ["work"]
+  rate_limit = 0                   # ERROR: Invalid value for "rate_limit"
+}

@@ -121,6 +121,7 @@ token "ci-workers" {
   sha256 = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
   scopes = ["work", "read"]
   pools  = ["database_pool"]
+  rate_limit = 200
 }
 
 token "operator" {
