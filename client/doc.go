@@ -11,7 +11,10 @@
 // written and its answer read on the calling goroutine), which halves the
 // client's CPU per call against net/http's Transport (66 to 38 µs per
 // acquire+release pair in BenchmarkAcquireReleaseHTTP); https addresses,
-// proxied ones and WithHTTPClient use net/http.
+// proxied ones and WithHTTPClient use net/http. A daemon serving TLS is
+// reached at its https:// address, verified with WithCAFile (a private CA)
+// or WithTLSConfig (a client certificate too, for mutual TLS); its bearer
+// token is WithToken (docs/security.md).
 //
 // Not for: running the components in-process (use runtime/* directly).
 //

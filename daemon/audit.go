@@ -198,7 +198,7 @@ func requestEntry(r *http.Request, p *principal, pattern string, w *auditWriter)
 		Status: w.status, ForwardedBy: r.Header.Get(forwardedHeader),
 	}
 	if p != nil {
-		e.Principal = cmpName(p)
+		e.Principal = displayName(p)
 	}
 	if e.Status == 0 {
 		e.Status = http.StatusOK

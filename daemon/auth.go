@@ -340,11 +340,12 @@ func (d *Daemon) authorize(w http.ResponseWriter, r *http.Request, p *principal,
 		return true
 	}
 	d.sec.forbidden.Inc()
-	writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", cmpName(p), p.scopes, r.Method, r.URL.Path, need))
+	writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", displayName(p), p.scopes, r.Method, r.URL.Path, need))
 	return false
 }
 
-func cmpName(p *principal) string {
+// displayName names p in messages and the audit log.
+func displayName(p *principal) string {
 	if p.name == "" {
 		return "anonymous"
 	}

@@ -27,6 +27,13 @@
 // Claimed runner instances are durable in the instance table but have no
 // TTL: their holders release them.
 //
+// Security (docs/security.md): auth.go finds each request's principal (a
+// named token compared by its SHA-256, RPD_TOKEN, or a client certificate)
+// and checks its scope against routeScopes; every grant records its
+// principal with its record, so only it or an admin ends it (holderOnly).
+// tlsconf.go serves TLS, re-reading rotated certificate files, and verifies
+// the leader a standby forwards to; audit.go writes the audit log.
+//
 // Not for: loading HCL (spec), planning (reconcile), the components'
 // semantics (runtime/*), or talking to a daemon (package client).
 //

@@ -134,6 +134,14 @@ func TestMutualTLS(t *testing.T) {
 	if resp, b = do(t, anon, http.MethodGet, base+"/healthz", ""); resp.StatusCode != http.StatusOK {
 		t.Fatalf("/healthz without credentials: %d %s; want 200 (probes)", resp.StatusCode, b)
 	}
+	// The status page over TLS: its HTML without credentials, its data with
+	// a read token.
+	if resp, b = do(t, anon, http.MethodGet, base+"/", ""); resp.StatusCode != http.StatusOK || !strings.Contains(b, "<html") {
+		t.Fatalf("the status page over TLS: %d %.200s", resp.StatusCode, b)
+	}
+	if resp, b = do(t, anon, http.MethodGet, base+"/v1/status", "", "Authorization", "Bearer "+testSecrets["reader"]); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the status page's data over TLS with a read token: %d %s", resp.StatusCode, b)
+	}
 	if resp, b = do(t, anon, http.MethodDelete, base+"/v1/leases/"+l.LeaseID, "", "Authorization", "Bearer "+testSecrets["admin"]); resp.StatusCode != http.StatusNoContent {
 		t.Fatalf("release by an admin token over TLS: %d %s", resp.StatusCode, b)
 	}
