@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -194,19 +196,20 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 
 // BenchmarkAcquireReleaseHTTPTLS measures what TLS costs the load test, in
 // one run: BenchmarkAcquireReleaseHTTP's pairs over plain HTTP without
-// credentials ("plain"); over TLS 1.3 (HTTP/2) with a bearer token checked
-// against its SHA-256 ("tls"); and that with the audit log written
+// credentials ("plain"); over TLS 1.3 with a bearer token checked against
+// its SHA-256, on the client's one HTTP/2 connection ("tls") and on
+// HTTP/1.1 connections ("tls-http1"); and "tls" with the audit log written
 // ("tls+audit"), each on a daemon of its own. (BenchmarkAcquireReleaseHTTP
 // itself stays the plain one, so that its figures compare with earlier
 // runs.)
 func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`)) })
-	for _, audit := range []bool{false, true} {
-		name := "tls"
-		if audit {
-			name += "+audit"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, v := range []struct {
+		name         string
+		audit, http1 bool
+	}{{"tls", false, false}, {"tls-http1", false, true}, {"tls+audit", true, false}} {
+		audit := v.audit
+		b.Run(v.name, func(b *testing.B) {
 			ca := tlstest.New(b)
 			dir, state := b.TempDir(), b.TempDir()
 			rpd := tlsRPD(b, ca, state, "")
@@ -217,7 +220,15 @@ func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
 			writeFile(b, filepath.Join(dir, "tokens.hcl"), tokenBlocks(b, state))
 			writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
 			td := startDaemonIn(b, dir, state)
-			c, err := client.New("https://"+td.addr, client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"]))
+			opts := []client.Option{client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"])}
+			if v.http1 {
+				// The client's default over TLS is HTTP/2 (one connection);
+				// this is HTTP/1.1 over a pool of TLS connections.
+				opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
+					TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, MaxIdleConnsPerHost: 256, DisableCompression: true,
+				}}))
+			}
+			c, err := client.New("https://"+td.addr, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
