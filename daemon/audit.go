@@ -39,6 +39,9 @@ type auditEntry struct {
 	Code        string `json:"code,omitempty"`
 	Reason      string `json:"reason,omitempty"`
 	ForwardedBy string `json:"forwarded_by,omitempty"`
+	// ForwardedFor is the client's address as the standby that forwarded
+	// the request saw it (Remote is then the standby's).
+	ForwardedFor string `json:"forwarded_for,omitempty"`
 	// Reload events.
 	OK            *bool  `json:"ok,omitempty"`
 	ConfigVersion int64  `json:"config_version,omitempty"`
@@ -196,6 +199,9 @@ func requestEntry(r *http.Request, p *principal, pattern string, w *auditWriter)
 		Time: time.Now().UTC(), Event: "request", Remote: r.RemoteAddr, Method: r.Method,
 		Route: pattern, Path: r.URL.Path, Component: componentOf(r.URL.Path),
 		Status: w.status, ForwardedBy: r.Header.Get(forwardedHeader),
+	}
+	if e.ForwardedBy != "" {
+		e.ForwardedFor = r.Header.Get("X-Forwarded-For")
 	}
 	if p != nil {
 		e.Principal = displayName(p)
