@@ -197,8 +197,8 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 // BenchmarkAcquireReleaseHTTPTLS measures what TLS costs the load test, in
 // one run: BenchmarkAcquireReleaseHTTP's pairs over plain HTTP without
 // credentials ("plain"); over TLS 1.3 with a bearer token checked against
-// its SHA-256, on the client's one HTTP/2 connection ("tls") and on
-// HTTP/1.1 connections ("tls-http1"); and "tls" with the audit log written
+// its SHA-256, on the client's HTTP/1.1 connections ("tls") and on one
+// HTTP/2 connection ("tls-http2"); and "tls" with the audit log written
 // ("tls+audit"), each on a daemon of its own. (BenchmarkAcquireReleaseHTTP
 // itself stays the plain one, so that its figures compare with earlier
 // runs.)
@@ -206,8 +206,8 @@ func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
 	b.Run("plain", func(b *testing.B) { benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`)) })
 	for _, v := range []struct {
 		name         string
-		audit, http1 bool
-	}{{"tls", false, false}, {"tls-http1", false, true}, {"tls+audit", true, false}} {
+		audit, http2 bool
+	}{{"tls", false, false}, {"tls-http2", false, true}, {"tls+audit", true, false}} {
 		audit := v.audit
 		b.Run(v.name, func(b *testing.B) {
 			ca := tlstest.New(b)
@@ -221,11 +221,11 @@ func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
 			writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
 			td := startDaemonIn(b, dir, state)
 			opts := []client.Option{client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"])}
-			if v.http1 {
-				// The client's default over TLS is HTTP/2 (one connection);
-				// this is HTTP/1.1 over a pool of TLS connections.
+			if v.http2 {
+				// The client's default over TLS is HTTP/1.1 on a pool of
+				// connections; this is HTTP/2 on one.
 				opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
-					TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, MaxIdleConnsPerHost: 256, DisableCompression: true,
+					TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true, DisableCompression: true,
 				}}))
 			}
 			c, err := client.New("https://"+td.addr, opts...)
