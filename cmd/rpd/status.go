@@ -193,6 +193,12 @@ func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
 				amount += ", confirmed"
 			}
 		}
+		switch { // and the principal that took it (docs/security.md)
+		case g.Principal != "" && (by == "" || by == "-"):
+			by = g.Principal
+		case g.Principal != "":
+			by += " (" + g.Principal + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", what, or(by, "-"), amount, g.Priority,
 			relTime(g.GrantedAt, now), relTime(g.HeartbeatAt, now), relTime(g.ExpiresAt, now), g.ID)
 	}
