@@ -53,6 +53,7 @@ var rules = map[string]rule{
 	"internal/open":                {rpd: []string{"backend", "backend/aws", "backend/local", "reconcile", "runtime/pickup", "runtime/pools"}},
 	"internal/awstest":             {rpd: []string{"backend/aws"}, ext: awsSDK},
 	"internal/clocktest":           {},
+	"internal/tlstest":             {},
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
 	"daemon/watch":                 {ext: []string{"github.com/fsnotify/fsnotify"}},
