@@ -90,17 +90,27 @@ func (td *testDaemon) as(t *testing.T, who, method, path, body string) (int, str
 }
 
 // TestRouteScopes is the route × scope table: every route the daemon
-// registers has a scope in routeScopes, and each principal gets 401 (none),
-// 403 (a scope that does not allow the route) or an answer past the
-// authorization (any other status) on each.
+// registers (a mux.Handle or mux.HandleFunc call in any of its files) has a
+// scope in routeScopes, and each principal gets 401 (none), 403 (a scope
+// that does not allow the route) or an answer past the authorization (any
+// other status) on each.
 func TestRouteScopes(t *testing.T) {
-	src, err := os.ReadFile("server.go")
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var patterns []string
-	for _, m := range regexp.MustCompile(`mux\.Handle(?:Func)?\("([^"]+)"`).FindAllStringSubmatch(string(src), -1) {
-		patterns = append(patterns, m[1])
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`mux\.Handle(?:Func)?\("([^"]+)"`).FindAllStringSubmatch(string(src), -1) {
+			patterns = append(patterns, m[1])
+		}
 	}
 	for _, p := range patterns {
 		if _, ok := routeScopes[p]; !ok {
@@ -109,7 +119,7 @@ func TestRouteScopes(t *testing.T) {
 	}
 	for p := range routeScopes {
 		if !slices.Contains(patterns, p) {
-			t.Errorf("routeScopes has %q, which server.go does not register", p)
+			t.Errorf("routeScopes has %q, which the daemon does not register", p)
 		}
 	}
 	td, _ := startSecured(t)
