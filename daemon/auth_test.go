@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -453,4 +454,41 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	if st == http.StatusTooManyRequests {
 		wantAPIError(t, st, b, http.StatusTooManyRequests, api.CodeRateLimited)
 	}
+}
+
+// TestAuditToStdout: audit_log = "-" writes the lines to Options.Stdout.
+func TestAuditToStdout(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(dir, "rpd.hcl"), strings.Replace(rpdBlock(state), "rpd {", "rpd {\n  audit_log = \"-\"", 1))
+	writeFile(t, filepath.Join(dir, "main.hcl"), `pool "db" { slots = 1 }`+"\n")
+	var out lockedBuffer
+	td := startDaemonIn(t, dir, state, func(o *Options) { o.Stdout = &out })
+	l, err := td.c.Acquire(context.Background(), "db", api.AcquireRequest{RequestID: "std-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := td.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, `"event":"request"`) || !strings.Contains(s, l.LeaseID) || !strings.Contains(s, `"request_id":"std-1"`) {
+		t.Fatalf("stdout after a stop:\n%s\nwant the acquire's audit line", s)
+	}
+}
+
+// lockedBuffer is a strings.Builder safe for the audit writer and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
