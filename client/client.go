@@ -139,9 +139,10 @@ func New(addrs string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		if c.tlsConfig != nil {
-			// HTTP/1.1 over a pool of TLS connections: with many
-			// concurrent calls it beats HTTP/2's one connection
-			// (BenchmarkAcquireReleaseHTTPTLS in ./daemon).
+			// For proxied https:// addresses; the others go over the
+			// wire, HTTP/1.1 on a pool of TLS connections (with many
+			// concurrent calls it beats HTTP/2's one connection:
+			// BenchmarkAcquireReleaseHTTPTLS in ./daemon).
 			t.TLSClientConfig = c.tlsConfig.Clone()
 		}
 		t.MaxIdleConns = 256
@@ -150,7 +151,7 @@ func New(addrs string, opts ...Option) (*Client, error) {
 		t.DialContext = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		c.hc = &http.Client{Transport: t}
 		c.rt = t
-		c.wires = wires(c.bases, t.Proxy, c.token)
+		c.wires = wires(c.bases, t.Proxy, c.token, c.tlsConfig)
 	}
 	if c.wires == nil {
 		c.wires = make([]*wire, len(c.bases))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,16 +17,16 @@ import (
 	"time"
 )
 
-// wire is the client's HTTP/1.1 transport to one plain-http daemon: the
+// wire is the client's HTTP/1.1 transport to one daemon (plain or TLS): the
 // calling goroutine writes the request and reads the answer itself, over a
 // pool of kept-alive connections. net/http's Transport hands each request
 // to a writer goroutine and each answer back from a reader goroutine per
 // connection; for the daemon's small request/answer pairs, doing without
 // them took the client's CPU per acquire+release pair from 66 to 38 µs
 // (BenchmarkAcquireReleaseHTTP's profile, package daemon) and the
-// allocations from 247 to 161. It is used only where it is enough: http:// addresses
-// reached without a proxy, with the client's own transport (not
-// WithHTTPClient). It speaks the subset the daemon needs: requests with a
+// allocations from 247 to 161. It is used only where it is enough: http:// and
+// https:// addresses reached without a proxy, with the client's own
+// transport (not WithHTTPClient); over TLS it speaks HTTP/1.1 only. It speaks the subset the daemon needs: requests with a
 // Content-Length body or none, answers with a Content-Length, chunked or
 // close-delimited body.
 type wire struct {
@@ -33,6 +34,9 @@ type wire struct {
 	prefix string // the base URL's path, "" or "/..."
 	head   []byte // Host, Accept and Authorization header lines
 	dialer net.Dialer
+	// tls, for an https:// address, is the TLS configuration with its
+	// ServerName set; nil for http://.
+	tls *tls.Config
 
 	mu   sync.Mutex
 	idle []*wireConn // most recently used last
@@ -48,14 +52,14 @@ type wireConn struct {
 	bw *bufio.Writer
 }
 
-// wires returns the wire for each of bases that is a plain-http address
-// proxy (the transport's Proxy) does not send through a proxy; nil for
-// the others.
-func wires(bases []string, proxy func(*http.Request) (*url.URL, error), token string) []*wire {
+// wires returns the wire for each of bases that proxy (the transport's
+// Proxy) does not send through a proxy; nil for the others. https://
+// addresses are reached with tlsConfig (nil: the system's roots).
+func wires(bases []string, proxy func(*http.Request) (*url.URL, error), token string, tlsConfig *tls.Config) []*wire {
 	ws := make([]*wire, len(bases))
 	for i, base := range bases {
 		u, err := url.Parse(base)
-		if err != nil || u.Scheme != "http" {
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			continue
 		}
 		if proxy != nil {
@@ -63,21 +67,50 @@ func wires(bases []string, proxy func(*http.Request) (*url.URL, error), token st
 				continue
 			}
 		}
-		ws[i] = newWire(u.Host, u.EscapedPath(), token)
+		w := newWire(u.Host, u.EscapedPath(), token, u.Scheme == "https")
+		if w.tls != nil {
+			cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+			if tlsConfig != nil {
+				cfg = tlsConfig.Clone()
+			}
+			if cfg.ServerName == "" {
+				cfg.ServerName = u.Hostname()
+			}
+			cfg.NextProtos = []string{"http/1.1"}
+			w.tls = cfg
+		}
+		ws[i] = w
 	}
 	return ws
 }
 
-func newWire(host, prefix, token string) *wire {
+// newWire makes the wire to host; with secure, w.tls is a placeholder the
+// caller replaces with the TLS configuration.
+func newWire(host, prefix, token string, secure bool) *wire {
 	head := "Host: " + host + "\r\nAccept: application/json\r\n"
 	if token != "" {
 		head += "Authorization: Bearer " + token + "\r\n"
 	}
-	addr := host
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		addr = net.JoinHostPort(host, "80")
+	addr, port := host, "80"
+	w := &wire{prefix: prefix, head: []byte(head), dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}
+	if secure {
+		port, w.tls = "443", &tls.Config{}
 	}
-	return &wire{addr: addr, prefix: prefix, head: []byte(head), dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		addr = net.JoinHostPort(host, port)
+	}
+	w.addr = addr
+	return w
+}
+
+// dial opens a connection to the daemon, with its TLS handshake done for
+// an https:// address.
+func (w *wire) dial(ctx context.Context) (net.Conn, error) {
+	if w.tls == nil {
+		return w.dialer.DialContext(ctx, "tcp", w.addr)
+	}
+	d := tls.Dialer{NetDialer: &w.dialer, Config: w.tls}
+	return d.DialContext(ctx, "tcp", w.addr)
 }
 
 // errNoAnswer marks a round trip that failed before any byte of an
@@ -91,7 +124,7 @@ func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byt
 	for attempt := 0; ; attempt++ {
 		cn, reused := w.get()
 		if cn == nil {
-			nc, err := w.dialer.DialContext(ctx, "tcp", w.addr)
+			nc, err := w.dial(ctx)
 			if err != nil {
 				return 0, retried, fmt.Errorf("%w: %w", errNoAnswer, err)
 			}

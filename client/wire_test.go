@@ -259,9 +259,15 @@ func TestWireOnlyWhereItIsEnough(t *testing.T) {
 		}
 		return nil, nil
 	}
-	ws := wires([]string{"http://10.1.2.3:7070", "https://127.0.0.1:7070", "http://127.0.0.1:7071"}, proxy, "")
-	if ws[0] != nil || ws[1] != nil || ws[2] == nil {
-		t.Errorf("wires: proxied %v, https %v, loopback %v; want nil, nil, set", ws[0] != nil, ws[1] != nil, ws[2] != nil)
+	ws := wires([]string{"http://10.1.2.3:7070", "https://127.0.0.1:7070", "http://127.0.0.1:7071", "https://rpd.example"}, proxy, "", nil)
+	if ws[0] != nil || ws[1] == nil || ws[2] == nil {
+		t.Errorf("wires: proxied %v, https %v, loopback %v; want nil, set, set", ws[0] != nil, ws[1] != nil, ws[2] != nil)
+	}
+	if w := ws[1]; w.tls == nil || w.tls.ServerName != "127.0.0.1" || ws[2].tls != nil {
+		t.Errorf("the https wire's TLS: %+v; the http wire's: %+v", w.tls, ws[2].tls)
+	}
+	if w := ws[3]; w.addr != "rpd.example:443" || w.tls.ServerName != "rpd.example" {
+		t.Errorf("https without a port: %s, server name %q; want port 443", w.addr, w.tls.ServerName)
 	}
 	c, err := New("127.0.0.1:7071", WithHTTPClient(http.DefaultClient))
 	if err != nil {
