@@ -194,12 +194,16 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkAcquireReleaseHTTPTLS measures what TLS costs the load test, in
-// one run: BenchmarkAcquireReleaseHTTP's pairs over plain HTTP without
-// credentials ("plain"); over TLS 1.3 with a bearer token checked against
-// its SHA-256, on the client's HTTP/1.1 connections ("tls") and on one
-// HTTP/2 connection ("tls-http2"); and "tls" with the audit log written
-// ("tls+audit"), each on a daemon of its own. (BenchmarkAcquireReleaseHTTP
+// BenchmarkAcquireReleaseHTTPTLS measures what TLS costs the load test:
+// BenchmarkAcquireReleaseHTTP's pairs over plain HTTP without credentials
+// ("plain"); over TLS 1.3 with a bearer token checked against its SHA-256,
+// on the client's HTTP/1.1 connections ("tls") and on one HTTP/2
+// connection ("tls-http2"); and "tls" with the audit log written
+// ("tls+audit"), each on a daemon of its own. On a shared machine the
+// load moves between sub-benchmarks; "interleaved" is the fair one: each
+// client goroutine alternates a pair on a plain daemon and a pair on a TLS
+// one, so both see the same load, and it reports the latencies of each
+// and the TLS/plain ratio of their medians. (BenchmarkAcquireReleaseHTTP
 // itself stays the plain one, so that its figures compare with earlier
 // runs.)
 func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
@@ -208,32 +212,74 @@ func BenchmarkAcquireReleaseHTTPTLS(b *testing.B) {
 		name         string
 		audit, http2 bool
 	}{{"tls", false, false}, {"tls-http2", false, true}, {"tls+audit", true, false}} {
-		audit := v.audit
-		b.Run(v.name, func(b *testing.B) {
-			ca := tlstest.New(b)
-			dir, state := b.TempDir(), b.TempDir()
-			rpd := tlsRPD(b, ca, state, "")
-			if !audit {
-				rpd = regexp.MustCompile(`(?m)^\s*audit_log = .*\n`).ReplaceAllString(rpd, "")
-			}
-			writeFile(b, filepath.Join(dir, "rpd.hcl"), rpd)
-			writeFile(b, filepath.Join(dir, "tokens.hcl"), tokenBlocks(b, state))
-			writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
-			td := startDaemonIn(b, dir, state)
-			opts := []client.Option{client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"])}
-			if v.http2 {
-				// The client's default over TLS is HTTP/1.1 on a pool of
-				// connections; this is HTTP/2 on one.
-				opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
-					TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true, DisableCompression: true,
-				}}))
-			}
-			c, err := client.New("https://"+td.addr, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			td.c = c
-			benchPairs(b, td)
-		})
+		b.Run(v.name, func(b *testing.B) { benchPairs(b, startTLSBenchDaemon(b, v.audit, v.http2)) })
 	}
+	b.Run("interleaved", func(b *testing.B) {
+		plain, secure := startDaemon(b, `pool "load" { slots = 64 }`), startTLSBenchDaemon(b, false, false)
+		ctx := context.Background()
+		var mu sync.Mutex
+		var lat [2][]time.Duration
+		b.SetParallelism(8)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			var local [2][]time.Duration
+			for i := 0; pb.Next(); i++ {
+				td := [2]*testDaemon{plain, secure}[i%2]
+				t0 := time.Now()
+				l, err := td.c.Acquire(ctx, "load", api.AcquireRequest{TaskID: "bench", WaitSeconds: 5})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := td.c.Release(ctx, l.LeaseID); err != nil {
+					b.Error(err)
+					return
+				}
+				local[i%2] = append(local[i%2], time.Since(t0))
+			}
+			mu.Lock()
+			lat[0], lat[1] = append(lat[0], local[0]...), append(lat[1], local[1]...)
+			mu.Unlock()
+		})
+		b.StopTimer()
+		if len(lat[0]) == 0 || len(lat[1]) == 0 {
+			return
+		}
+		var p50 [2]float64
+		for i, name := range []string{"plain", "tls"} {
+			slices.Sort(lat[i])
+			p50[i] = float64(lat[i][len(lat[i])/2].Microseconds())
+			b.ReportMetric(p50[i], name+"-p50-µs")
+			b.ReportMetric(float64(lat[i][len(lat[i])*99/100].Microseconds()), name+"-p99-µs")
+		}
+		b.ReportMetric(p50[1]/p50[0], "tls/plain-p50")
+	})
+}
+
+// startTLSBenchDaemon runs a daemon serving TLS with the test tokens (and
+// the audit log, with audit), and a client of it as the worker: over the
+// client's own HTTP/1.1 wire, or with http2 over net/http's HTTP/2.
+func startTLSBenchDaemon(b *testing.B, audit, http2 bool) *testDaemon {
+	ca := tlstest.New(b)
+	dir, state := b.TempDir(), b.TempDir()
+	rpd := tlsRPD(b, ca, state, "")
+	if !audit {
+		rpd = regexp.MustCompile(`(?m)^\s*audit_log = .*\n`).ReplaceAllString(rpd, "")
+	}
+	writeFile(b, filepath.Join(dir, "rpd.hcl"), rpd)
+	writeFile(b, filepath.Join(dir, "tokens.hcl"), tokenBlocks(b, state))
+	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
+	td := startDaemonIn(b, dir, state)
+	opts := []client.Option{client.WithRetry(0), client.WithCAFile(ca.CAFile), client.WithToken(testSecrets["worker"])}
+	if http2 {
+		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: ca.Pool()}, ForceAttemptHTTP2: true, DisableCompression: true,
+		}}))
+	}
+	c, err := client.New("https://"+td.addr, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	td.c = c
+	return td
 }
