@@ -79,6 +79,9 @@ func browser(t *testing.T, width, height int) context.Context {
 			chromedp.ExecPath(path),
 			chromedp.NoSandbox, // CI runs as root
 			chromedp.Flag("force-device-scale-factor", "1"),
+			// TestPageOverTLS's daemon has a certificate of a CA made for
+			// the test, which the browser does not know.
+			chromedp.Flag("ignore-certificate-errors", true),
 		)
 		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 		bctx, cancelBrowser := chromedp.NewContext(actx)
