@@ -39,3 +39,13 @@ token "flood" {
   scopes     = ["work"]
   rate_limit = 0                   # ERROR: Invalid value for "rate_limit"
 }
+
+token "dup_a" {
+  sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+  scopes = ["read"]
+}
+
+token "dup_b" {                    # ERROR: Duplicate token secret
+  sha256 = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"
+  scopes = ["read"]
+}

@@ -1,0 +1,5 @@
+rpd {
+  tls {                            # ERROR: Missing required argument
+    cert_file = "/etc/rpd/tls.crt"
+  }
+}
