@@ -20,6 +20,7 @@ import (
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/ledger"
+	"github.com/rpdhq/rpd/spec"
 )
 
 // ceilingConfig is the one conversion of a VM-ceiling entry to the ledger
@@ -27,8 +28,8 @@ import (
 func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
 	c := ledger.Config{Max: e.Max, ClaimTTL: time.Duration(e.ClaimTTL), PollInterval: time.Duration(e.PollInterval),
 		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant), MaxQueued: e.MaxQueued}
-	if e.Usage == (reconcile.UsageEntry{}) {
-		return c, nil
+	if e.Usage.Type != spec.UsageHTTP {
+		return c, nil // pushed figures, or usage "ec2" (usageSource)
 	}
 	return c, &ledger.HTTPSource{URL: e.Usage.URL, Field: e.Usage.Field, Timeout: time.Duration(e.Usage.Timeout)}
 }
