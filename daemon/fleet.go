@@ -63,7 +63,7 @@ func newFleetSet(d *Daemon, log *slog.Logger) *fleetSet {
 	s.rec = fleet.New(fleet.Options{
 		Cloud:   fleetCloud{s},
 		Intents: fleetIntents{d},
-		Known:   d.knownInstances,
+		Lookup:  d.lookupInstances,
 		Epoch: func() int64 {
 			epoch, _ := d.elector.leading()
 			return epoch

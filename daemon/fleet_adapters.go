@@ -104,15 +104,21 @@ type fleetPool struct {
 }
 
 func (p fleetPool) Runners(ctx context.Context) ([]fleet.Runner, error) {
-	insts, err := p.d.backend.Instances.List(ctx, p.class, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]fleet.Runner, 0, len(insts))
-	for _, in := range insts {
-		out = append(out, fleet.Runner{ID: in.ID, State: fleet.RunnerState(in.State), Since: in.UpdatedAt, Threshold: in.Threshold, Owner: in.Owner})
+	var out []fleet.Runner
+	for _, st := range []pickup.State{pickup.StateIdle, pickup.StateClaimed, pickup.StateTerminating} {
+		insts, err := p.d.backend.Instances.List(ctx, p.class, st)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range insts {
+			out = append(out, runnerOf(in))
+		}
 	}
 	return out, nil
+}
+
+func runnerOf(in pickup.Instance) fleet.Runner {
+	return fleet.Runner{ID: in.ID, State: fleet.RunnerState(in.State), Since: in.UpdatedAt, Threshold: in.Threshold, Owner: in.Owner}
 }
 
 func (p fleetPool) manager() (*pickup.Manager, error) {
@@ -147,21 +153,21 @@ func (p fleetPool) Retire(ctx context.Context, r fleet.Runner) error {
 	return err
 }
 
-// knownInstances lists the instance IDs of every class's records, the
-// classes without a fleet included: an instance rpd holds a record of is
-// never an orphan.
-func (d *Daemon) knownInstances(ctx context.Context) (func(string) bool, error) {
-	known := map[string]bool{}
-	for _, cl := range d.comp.classes.snapshot() {
-		insts, err := d.backend.Instances.List(ctx, cl.name, "")
-		if err != nil {
+// lookupInstances returns the records of ids in the instance table, in
+// any class: a VM rpd holds a record of is never an orphan.
+func (d *Daemon) lookupInstances(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
+	out := map[string]fleet.Record{}
+	for _, id := range ids {
+		in, err := d.backend.Instances.Get(ctx, id)
+		switch {
+		case errors.Is(err, pickup.ErrNotFound):
+			continue
+		case err != nil:
 			return nil, err
 		}
-		for _, in := range insts {
-			known[in.ID] = true
-		}
+		out[id] = fleet.Record{Runner: runnerOf(in), Class: in.Class}
 	}
-	return func(id string) bool { return known[id] }, nil
+	return out, nil
 }
 
 // fleetCeiling claims a fleet's VMs on its vm_ceiling, each recorded (fenced)

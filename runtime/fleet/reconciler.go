@@ -97,7 +97,9 @@ type Ceiling interface {
 
 // Pool is a class's inventory (the instance table and the class's queue).
 type Pool interface {
-	// Runners lists the class's records.
+	// Runners lists the class's records that are idle, claimed or
+	// terminating (retired ones accumulate; Options.Lookup finds those
+	// whose VM still runs).
 	Runners(ctx context.Context) ([]Runner, error)
 	// Withdraw takes idle runners out of the pool (idle → terminating,
 	// their message deleted), so no pickup can claim them, and returns the
@@ -116,6 +118,12 @@ type Intents interface {
 	Launches(ctx context.Context) ([]Launch, error)
 }
 
+// Record is an inventory record found by Options.Lookup.
+type Record struct {
+	Runner
+	Class string
+}
+
 // Class is one runner class's fleet: its engine configuration, how it
 // launches, and its inventory and ceiling.
 type Class struct {
@@ -130,10 +138,12 @@ type Class struct {
 type Options struct {
 	Cloud   Cloud
 	Intents Intents
-	// Known reports, for the stack-level orphan check, the instance IDs
-	// rpd holds records of in any class (those without a fleet included);
-	// nil: only the fleet classes' records count.
-	Known func(ctx context.Context) (func(id string) bool, error)
+	// Lookup returns the records rpd holds of the given instance IDs, in
+	// any class (those without a fleet included), by ID: how a VM that no
+	// fleet runner or launch explains is told apart from an orphan (a
+	// runner of another class, or one released for good and still
+	// running). Nil: no other records exist.
+	Lookup func(ctx context.Context, ids []string) (map[string]Record, error)
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// NewID names launches (default 16 random hex digits).
@@ -330,14 +340,34 @@ func (r *Reconciler) Pass(ctx context.Context, force bool) error {
 			known[x.ID] = true
 		}
 	}
-	var extra func(string) bool
-	if r.opts.Known != nil {
-		if extra, err = r.opts.Known(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("fleet: reading the inventory of every class: %w", err))
-			extra = nil
+	// Live VMs that no fleet runner or launch explains: their records, in
+	// any class, say whether they are orphans (none), runners of another
+	// class, or runners released for good that still run.
+	var unexplained []string
+	for _, i := range instances {
+		if i.live() && !known[i.ID] {
+			unexplained = append(unexplained, i.ID)
 		}
 	}
-	isKnown := func(id string) bool { return known[id] || (extra != nil && extra(id)) }
+	if len(unexplained) > 0 && r.opts.Lookup != nil {
+		recs, err := r.opts.Lookup(ctx, unexplained)
+		if err != nil {
+			// Without the records no VM may be taken for an orphan.
+			errs = append(errs, fmt.Errorf("fleet: looking up the records of %d instances: %w", len(unexplained), err))
+			for _, id := range unexplained {
+				known[id] = true
+			}
+		}
+		for id, rec := range recs {
+			known[id] = true
+			for cs := range runners {
+				if cs.Config.Class == rec.Class && runners[cs] != nil {
+					runners[cs] = append(runners[cs], rec.Runner)
+				}
+			}
+		}
+	}
+	isKnown := func(id string) bool { return known[id] }
 
 	r.mu.Lock()
 	for _, i := range instances {

@@ -214,12 +214,21 @@ type simPool struct {
 }
 
 func (p simPool) Runners(ctx context.Context) ([]fleet.Runner, error) {
-	insts, err := p.t.List(ctx, simClass, "")
-	out := make([]fleet.Runner, 0, len(insts))
-	for _, in := range insts {
-		out = append(out, fleet.Runner{ID: in.ID, State: fleet.RunnerState(in.State), Since: in.UpdatedAt, Threshold: in.Threshold, Owner: in.Owner})
+	var out []fleet.Runner
+	for _, st := range []pickup.State{pickup.StateIdle, pickup.StateClaimed, pickup.StateTerminating} {
+		insts, err := p.t.List(ctx, simClass, st)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range insts {
+			out = append(out, runnerOf(in))
+		}
 	}
-	return out, err
+	return out, nil
+}
+
+func runnerOf(in pickup.Instance) fleet.Runner {
+	return fleet.Runner{ID: in.ID, State: fleet.RunnerState(in.State), Since: in.UpdatedAt, Threshold: in.Threshold, Owner: in.Owner}
 }
 
 func (p simPool) Withdraw(ctx context.Context, ids []string) ([]string, error) {
@@ -332,8 +341,16 @@ func newSim(o simOptions) (*sim, error) {
 	s.rec = fleet.New(fleet.Options{
 		Cloud: s.cloud, Intents: s.intents, Now: clock.Now,
 		NewID: func() string { seq++; return fmt.Sprintf("L%05d", seq) },
-		Known: func(context.Context) (func(string) bool, error) {
-			return func(id string) bool { return s.jobVMs[id] }, nil
+		Lookup: func(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
+			out := map[string]fleet.Record{}
+			for _, id := range ids {
+				if s.jobVMs[id] {
+					out[id] = fleet.Record{Runner: fleet.Runner{ID: id, State: fleet.RunnerClaimed}, Class: "jobs"}
+				} else if in, err := s.t.Get(ctx, id); err == nil {
+					out[id] = fleet.Record{Runner: runnerOf(in), Class: in.Class}
+				}
+			}
+			return out, nil
 		},
 		OnOffered: func(_ string, d time.Duration) {
 			if o.offered != nil {
