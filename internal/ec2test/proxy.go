@@ -2,6 +2,7 @@ package ec2test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -159,7 +160,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			body = capacityRE.ReplaceAll(body, []byte(fmt.Sprintf("${1}=%d", spot)))
 		}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, p.target.String()+r.URL.RequestURI(), bytes.NewReader(body))
+	// Detached from the caller: a call whose caller died (kill -9) still
+	// reaches EC2, as a real one in flight would.
+	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), r.Method, p.target.String()+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
