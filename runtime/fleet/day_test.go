@@ -219,8 +219,16 @@ func runDay(seed uint64, p dayPolicy, length time.Duration) (dayResult, error) {
 			res.leaked = n
 		}
 		if at := s.clock.Now().Sub(monday); at%(5*time.Minute) == 0 {
+			// Jobs' own VMs count with the fleet's: booting until their job
+			// starts, in use while it runs.
 			st, _ := s.rec.Status()
-			res.samples = append(res.samples, daySample{at: at, idle: st[0].Idle, booting: st[0].Booting, claimed: st[0].Claimed})
+			own := 0
+			for _, j := range waiting {
+				if j.ownVM != "" {
+					own++
+				}
+			}
+			res.samples = append(res.samples, daySample{at: at, idle: st[0].Idle, booting: st[0].Booting + own, claimed: len(running)})
 		}
 	}
 	st, _ := s.rec.Status()
@@ -338,8 +346,8 @@ func TestFleetDay(t *testing.T) {
 	}
 }
 
-// daySVG plots idle, booting and claimed fleet runners over the day, one
-// panel per policy.
+// daySVG plots idle, booting and busy runners over the day, one panel per
+// policy (the VMs jobs launched themselves included).
 func daySVG(results []dayResult) string {
 	const w, ph, left, top, gap = 900, 170, 50, 30, 40
 	peak := 1
@@ -353,11 +361,11 @@ func daySVG(results []dayResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">Fleet runners over a simulated weekday (BenchmarkFleetDay, seed 1): idle, booting, claimed</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="14">Runners over a simulated weekday (BenchmarkFleetDay, seed 1): idle, booting, busy</text>`+"\n", left)
 	series := []struct {
 		name, color string
 		get         func(daySample) int
-	}{{"idle", "#2e7d32", func(s daySample) int { return s.idle }}, {"booting", "#ef6c00", func(s daySample) int { return s.booting }}, {"claimed", "#1565c0", func(s daySample) int { return s.claimed }}}
+	}{{"idle", "#2e7d32", func(s daySample) int { return s.idle }}, {"booting", "#ef6c00", func(s daySample) int { return s.booting }}, {"busy", "#1565c0", func(s daySample) int { return s.claimed }}}
 	pw := w - left - 20
 	for i, r := range results {
 		y0 := top + i*(ph+gap) + 20
