@@ -147,7 +147,7 @@ func (s *fleetSet) prepare(in *input) (commitFunc, error) {
 			continue
 		}
 		fc.Pool = fleetPool{d: s.d, class: name}
-		fc.Ceiling = fleetCeiling{d: s.d, name: e.VMCeiling}
+		fc.Ceiling = fleetCeiling{d: s.d, name: e.VMCeiling, types: e.InstanceTypes.Slice()}
 		classes[name], entries[name] = fc, e
 	}
 	if len(classes) > 0 && len(errs) == 0 {

@@ -170,11 +170,37 @@ func (d *Daemon) lookupInstances(ctx context.Context, ids []string) (map[string]
 	return out, nil
 }
 
-// fleetCeiling claims a fleet's VMs on its vm_ceiling, each recorded (fenced)
-// like a claim over HTTP, so that a new leader restores it.
+// fleetCeiling claims a fleet's VMs on its vm_ceiling, one claim per VM,
+// each recorded (fenced) like a claim over HTTP, so that a new leader
+// restores it.
 type fleetCeiling struct {
 	d    *Daemon
 	name string
+	// types are the class's instance types: on a ceiling counted in vCPUs
+	// each VM claims the vCPUs of the largest.
+	types []string
+}
+
+// weight is what one VM claims on the ceiling: 1, or on a usage "ec2"
+// ceiling counted in vCPUs the vCPUs of the class's largest type.
+func (c fleetCeiling) weight(ctx context.Context) (int, error) {
+	e, ok := c.d.comp.ceilings.entry(c.name)
+	if !ok || e.Usage.Type != spec.UsageEC2 || e.Usage.Unit != spec.UsageUnitCPUs {
+		return 1, nil
+	}
+	cl, err := c.d.comp.fleet.client(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w := 1
+	for _, t := range c.types {
+		v, err := cl.VCPUs(ctx, t)
+		if err != nil {
+			return 0, err
+		}
+		w = max(w, v)
+	}
+	return w, nil
 }
 
 // claimWait is how long a fleet's claims wait for the ceiling: two usage
@@ -189,6 +215,10 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 	if !ok {
 		return nil, fmt.Errorf("vm_ceiling %q is not declared", c.name)
 	}
+	weight, err := c.weight(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("vm_ceiling %q counts vCPUs: %w", c.name, err)
+	}
 	wctx, cancel := context.WithTimeout(ctx, claimWait(l))
 	defer cancel()
 	var mu sync.Mutex
@@ -197,7 +227,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			cl, err := l.Request(wctx, ledger.Request{WorkerID: worker, Count: 1})
+			cl, err := l.Request(wctx, ledger.Request{WorkerID: worker, Count: weight})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -282,4 +312,15 @@ func (s *ceilingSet) usageSource(e reconcile.CeilingEntry) (ledger.UsageSource, 
 		return nil, fmt.Errorf("usage \"ec2\": %w", err)
 	}
 	return &ec2.UsageSource{Client: cl, VCPUs: e.Usage.Unit == spec.UsageUnitCPUs, Tags: e.Usage.Tags.Map()}, nil
+}
+
+// entry returns a ceiling's document entry.
+func (s *ceilingSet) entry(name string) (reconcile.CeilingEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ce, ok := s.m[name]
+	if !ok {
+		return reconcile.CeilingEntry{}, false
+	}
+	return ce.entry, true
 }

@@ -131,7 +131,7 @@ func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 		var fc fleet.Class
 		if e.Fleet != (reconcile.FleetEntry{}) {
 			fc, _ = fleetConfig(name, e.Fleet)
-			fc.Ceiling = fleetCeiling{name: e.Fleet.VMCeiling}
+			fc.Ceiling = fleetCeiling{name: e.Fleet.VMCeiling, types: e.Fleet.InstanceTypes.Slice()}
 		}
 		out["runner_class."+name] = struct {
 			Pickup pickup.Config
