@@ -290,10 +290,14 @@ func (r *Reconciler) Pass(ctx context.Context, force bool) error {
 	r.pass.Lock()
 	defer r.pass.Unlock()
 	now := r.opts.Now()
+	// The classes' configurations as they stand now: a reload meanwhile
+	// (Configure) applies from the next pass.
 	r.mu.Lock()
 	var due []*classState
+	snap := map[*classState]Class{}
 	for _, name := range slices.Sorted(maps.Keys(r.classes)) {
 		cs := r.classes[name]
+		snap[cs] = cs.Class
 		if force || !now.Before(cs.lastRun.Add(cs.Interval)) {
 			due = append(due, cs)
 		}
@@ -323,16 +327,14 @@ func (r *Reconciler) Pass(ctx context.Context, force bool) error {
 		}
 	}
 	runners := map[*classState][]Runner{}
+	failed := map[*classState]bool{}
 	var errs []error
-	r.mu.Lock()
-	all := slices.Collect(maps.Values(r.classes))
-	r.mu.Unlock()
-	for _, cs := range all {
-		rs, err := cs.Pool.Runners(ctx)
+	for cs, cls := range snap {
+		rs, err := cls.Pool.Runners(ctx)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("runner_class %s: reading the inventory: %w", cs.Config.Class, err))
+			errs = append(errs, fmt.Errorf("runner_class %s: reading the inventory: %w", cls.Config.Class, err))
 			cs.setErr(&r.mu, err)
-			runners[cs] = nil
+			failed[cs] = true
 			continue
 		}
 		runners[cs] = rs
@@ -361,7 +363,7 @@ func (r *Reconciler) Pass(ctx context.Context, force bool) error {
 		for id, rec := range recs {
 			known[id] = true
 			for cs := range runners {
-				if cs.Config.Class == rec.Class && runners[cs] != nil {
+				if snap[cs].Config.Class == rec.Class {
 					runners[cs] = append(runners[cs], rec.Runner)
 				}
 			}
@@ -387,16 +389,17 @@ func (r *Reconciler) Pass(ctx context.Context, force bool) error {
 	}
 
 	for _, cs := range due {
-		if runners[cs] == nil && cs.lastErr != "" {
+		if failed[cs] {
 			continue
 		}
+		cls := snap[cs]
 		var own []Launch
 		for _, l := range launches {
-			if l.Class == cs.Config.Class {
+			if l.Class == cls.Config.Class {
 				own = append(own, l)
 			}
 		}
-		if err := r.reconcileClass(ctx, cs, Input{Now: now, Runners: runners[cs], Launches: own, Instances: instances, Known: isKnown, Seen: seen}); err != nil {
+		if err := r.reconcileClass(ctx, cs, cls, Input{Now: now, Runners: runners[cs], Launches: own, Instances: instances, Known: isKnown, Seen: seen}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -456,9 +459,9 @@ func (cs *classState) setErr(mu *sync.Mutex, err error) {
 // launched again), then claims, then terminations (withdrawn from the pool
 // before they are terminated), then launches (claimed on the ceiling
 // first).
-func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Input) error {
-	class := cs.Config.Class
-	p := Decide(cs.Config, in)
+func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, cls Class, in Input) error {
+	class := cls.Config.Class
+	p := Decide(cls.Config, in)
 	var errs []error
 
 	r.mu.Lock()
@@ -478,7 +481,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 		l.Done, l.Instances = true, ids
 		if len(l.Claims) > len(ids) {
 			for _, c := range l.Claims[len(ids):] {
-				cs.Ceiling.Release(c)
+				cls.Ceiling.Release(c)
 			}
 			l.Claims = l.Claims[:len(ids)]
 		}
@@ -502,7 +505,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 	}
 	for k, id := range p.Offered {
 		if c := claimOf[id]; c != "" {
-			cs.Ceiling.Confirm(c)
+			cls.Ceiling.Confirm(c)
 		}
 		r.mu.Lock()
 		first := !r.observed[id]
@@ -513,7 +516,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 		}
 	}
 	for _, c := range p.Release {
-		cs.Ceiling.Release(c)
+		cls.Ceiling.Release(c)
 	}
 
 	// Terminations: idle runners leave the pool first.
@@ -521,7 +524,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 	var ids []string
 	if len(p.Withdraw) > 0 {
 		want := actionIDs(p.Withdraw)
-		got, err := cs.Pool.Withdraw(ctx, want)
+		got, err := cls.Pool.Withdraw(ctx, want)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("runner_class %s: taking idle runners out of the pool: %w", class, err))
 		}
@@ -557,7 +560,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 			}
 			for _, a := range p.Withdraw {
 				if _, ok := reasons[a.ID]; ok {
-					if err := cs.Pool.Retire(ctx, Runner{ID: a.ID, State: RunnerTerminating}); err != nil {
+					if err := cls.Pool.Retire(ctx, Runner{ID: a.ID, State: RunnerTerminating}); err != nil {
 						errs = append(errs, fmt.Errorf("runner_class %s: retiring terminated runner %s (the next pass retries): %w", class, a.ID, err))
 					}
 				}
@@ -565,7 +568,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 		}
 	}
 	for _, x := range p.Retire {
-		if err := cs.Pool.Retire(ctx, x); err != nil {
+		if err := cls.Pool.Retire(ctx, x); err != nil {
 			errs = append(errs, fmt.Errorf("runner_class %s: retiring %s: %w", class, x.ID, err))
 			continue
 		}
@@ -589,7 +592,7 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, in Inpu
 		}
 	}
 
-	launched, err := r.launch(ctx, cs, p.Launch, in.Now)
+	launched, err := r.launch(ctx, cs, cls, p.Launch, in.Now)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -624,12 +627,12 @@ func (r *Reconciler) count(cs *classState, kind string, n int, now time.Time, ad
 // the intent recorded before the call, spot falling back to on-demand on
 // capacity errors. It returns how many VMs were started (or may have been:
 // a call that failed ambiguously leaves its intent to resolve).
-func (r *Reconciler) launch(ctx context.Context, cs *classState, n int, now time.Time) (int, error) {
-	class := cs.Config.Class
+func (r *Reconciler) launch(ctx context.Context, cs *classState, cls Class, n int, now time.Time) (int, error) {
+	class := cls.Config.Class
 	r.mu.Lock()
 	cs.refused = 0
 	backoff := now.Before(cs.errUntil)
-	lifecycle := cs.Launch.UsageClass
+	lifecycle := cls.Launch.UsageClass
 	if lifecycle == "" {
 		lifecycle = OnDemand
 	}
@@ -639,12 +642,12 @@ func (r *Reconciler) launch(ctx context.Context, cs *classState, n int, now time
 		return 0, nil
 	}
 	if snoozed {
-		if cs.Launch.Fallback != OnDemand {
+		if cls.Launch.Fallback != OnDemand {
 			return 0, nil // status shows the snooze
 		}
 		lifecycle = OnDemand
 	}
-	claims, err := cs.Ceiling.Claim(ctx, "fleet/"+class, n)
+	claims, err := cls.Ceiling.Claim(ctx, "fleet/"+class, n)
 	r.mu.Lock()
 	cs.refused = n - len(claims)
 	r.mu.Unlock()
@@ -657,14 +660,14 @@ func (r *Reconciler) launch(ctx context.Context, cs *classState, n int, now time
 	l := Launch{ID: r.opts.NewID(), Class: class, CreatedAt: now, Count: len(claims), Claims: claims, Lifecycle: lifecycle, Epoch: r.opts.Epoch()}
 	if err := r.opts.Intents.PutLaunch(ctx, l); err != nil {
 		for _, c := range claims {
-			cs.Ceiling.Release(c)
+			cls.Ceiling.Release(c)
 		}
 		return 0, fmt.Errorf("runner_class %s: recording the launch intent (nothing launched): %w", class, err)
 	}
 	want := len(claims)
-	ids, callErr := r.launchOnce(ctx, cs, l, lifecycle, want)
-	if callErr == nil && lifecycle == Spot && len(ids) < want && cs.Launch.Fallback == OnDemand && r.spotSnoozed(cs, now) {
-		more, err := r.launchOnce(ctx, cs, l, OnDemand, want-len(ids))
+	ids, callErr := r.launchOnce(ctx, cs, cls, l, lifecycle, want)
+	if callErr == nil && lifecycle == Spot && len(ids) < want && cls.Launch.Fallback == OnDemand && r.spotSnoozed(cs, now) {
+		more, err := r.launchOnce(ctx, cs, cls, l, OnDemand, want-len(ids))
 		ids, callErr = append(ids, more...), err
 	}
 	want -= len(ids)
@@ -672,14 +675,14 @@ func (r *Reconciler) launch(ctx context.Context, cs *classState, n int, now time
 	if callErr != nil && !errors.As(callErr, &apiErr) && len(ids) == 0 {
 		// The call may have started VMs: the intent stays, and resolves from
 		// the cloud's list by its tag (or is dropped after boot_timeout).
-		r.backoff(cs, now, callErr.Error())
+		r.backoff(cs, class, now, callErr.Error())
 		return want, fmt.Errorf("runner_class %s: launching %d VM(s): %w", class, l.Count, callErr)
 	}
 	if callErr != nil {
-		r.backoff(cs, now, callErr.Error())
+		r.backoff(cs, class, now, callErr.Error())
 	}
 	for _, c := range claims[len(ids):] {
-		cs.Ceiling.Release(c)
+		cls.Ceiling.Release(c)
 	}
 	l.Done, l.Instances, l.Claims = true, ids, claims[:len(ids)]
 	var recErr error
@@ -697,11 +700,11 @@ func (r *Reconciler) launch(ctx context.Context, cs *classState, n int, now time
 // launchOnce makes one launch call of lifecycle for want VMs and counts
 // what it started and the errors it reported; a capacity error of a spot
 // launch snoozes spot.
-func (r *Reconciler) launchOnce(ctx context.Context, cs *classState, l Launch, lifecycle string, want int) ([]string, error) {
-	class := cs.Config.Class
+func (r *Reconciler) launchOnce(ctx context.Context, cs *classState, cls Class, l Launch, lifecycle string, want int) ([]string, error) {
+	class := cls.Config.Class
 	now := r.opts.Now()
 	res, err := r.opts.Cloud.Launch(ctx, LaunchRequest{
-		Class: class, LaunchID: l.ID, ClientToken: l.ID + "-" + lifecycle, Lifecycle: lifecycle, Count: want, Spec: cs.Launch,
+		Class: class, LaunchID: l.ID, ClientToken: l.ID + "-" + lifecycle, Lifecycle: lifecycle, Count: want, Spec: cls.Launch,
 	})
 	var ids []string
 	for _, i := range res.Instances {
@@ -743,7 +746,7 @@ func (r *Reconciler) launchOnce(ctx context.Context, cs *classState, l Launch, l
 		r.log.Info("fleet: launched", "runner_class", class, "launch", l.ID, "lifecycle", lifecycle, "instances", ids)
 	}
 	if lifecycle == Spot && capacity && len(ids) < want {
-		r.log.Warn("fleet: spot has no capacity; spot launches snoozed", "runner_class", class, "until", snoozeUntil, "fallback", cs.Launch.Fallback, "errors", res.Errors)
+		r.log.Warn("fleet: spot has no capacity; spot launches snoozed", "runner_class", class, "until", snoozeUntil, "fallback", cls.Launch.Fallback, "errors", res.Errors)
 	} else if len(res.Errors) > 0 && len(ids) < want {
 		r.log.Warn("fleet: the launch started fewer VMs than asked", "runner_class", class, "asked", want, "started", len(ids), "errors", res.Errors)
 	}
@@ -758,12 +761,12 @@ func (r *Reconciler) spotSnoozed(cs *classState, now time.Time) bool {
 
 // backoff holds the class's launches back after a failed call, so an
 // error is reported, never retried in a hot loop.
-func (r *Reconciler) backoff(cs *classState, now time.Time, msg string) {
+func (r *Reconciler) backoff(cs *classState, class string, now time.Time, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cs.errBackoff = min(max(cs.errBackoff*2, errBackoffMin), errBackoffMax)
 	cs.errUntil = now.Add(cs.errBackoff)
-	r.log.Warn("fleet: launch failed; launches of the class wait", "runner_class", cs.Config.Class, "for", cs.errBackoff, "err", msg)
+	r.log.Warn("fleet: launch failed; launches of the class wait", "runner_class", class, "for", cs.errBackoff, "err", msg)
 }
 
 func actionIDs(as []Action) []string {
