@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/internal/ec2test"
 )
@@ -132,5 +134,54 @@ func TestFleetSpotFallbackStatusMetrics(t *testing.T) {
 	st = waitFleet(t, td, "the scale-down counted", func(f *api.FleetStatus) bool { return f.Terminated["scale_down"] == 2 })
 	if st.LastHour["scale_down"] != 2 || st.LastHour["launch"] != 3 {
 		t.Errorf("last hour %v; want 3 launches and 2 scale-downs", st.LastHour)
+	}
+}
+
+// An idle runner whose VM is terminated out of band (a spot interruption)
+// is retired, its message gone, and replaced; an instance tagged with the
+// stack that rpd never launched is terminated after orphan_grace.
+func TestFleetVanishedAndOrphan(t *testing.T) {
+	moto := ec2test.Start(t)
+	ec2test.CreateLaunchTemplate(t, moto, "runner")
+	for _, kv := range ec2test.Env(moto) {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	body := strings.Replace(strings.Replace(fleetBody(1), `usage_class     = "spot"`, `usage_class     = "on-demand"`, 1),
+		`interval        = "1s"`, "interval        = \"1s\"\n    orphan_grace    = \"2s\"", 1)
+	td := startDaemon(t, body)
+	waitFleet(t, td, "1 VM launched", func(f *api.FleetStatus) bool { return f.Launched["on-demand"] == 1 })
+	var first string
+	for id := range ec2test.Live(t, moto, "t", nil) {
+		first = id
+	}
+	offer := fmt.Sprintf(`{"instance_id":%q,"usage_class":"on-demand","instance_type":"c6i.large","cpu":2,"mem":4096,"resource_class":"medium","threshold":%q}`,
+		first, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	if code, out := td.raw(t, http.MethodPost, "/v1/classes/medium/instances", offer); code != http.StatusOK {
+		t.Fatalf("offer: %d %s", code, out)
+	}
+	waitFleet(t, td, "the runner idle", func(f *api.FleetStatus) bool { return f.Idle == 1 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := ec2test.Client(moto).TerminateInstances(ctx, &awsec2.TerminateInstancesInput{InstanceIds: []string{first}}); err != nil {
+		t.Fatal(err)
+	}
+	orphan := ec2test.RunOrphan(t, moto, "t", "medium")
+	st := waitFleet(t, td, "the vanished runner replaced and the orphan reaped", func(f *api.FleetStatus) bool {
+		return f.LastHour["vanished"] == 1 && f.Launched["on-demand"] == 2 && f.Terminated["orphan"] == 1
+	})
+	if st.Idle != 0 || st.Booting != 1 {
+		t.Errorf("fleet %+v; want the replacement booting and nothing idle", st)
+	}
+	if inst, err := td.c.Instance(ctx, first); err != nil || inst.State != "retired" {
+		t.Errorf("the vanished runner's record: %+v, %v; want retired", inst, err)
+	}
+	if _, ok := ec2test.Live(t, moto, "t", nil)[orphan]; ok {
+		t.Errorf("the orphan %s still runs", orphan)
+	}
+	code, out := td.raw(t, http.MethodPost, "/v1/classes/medium/pickup", `{"worker_id":"job-1","usage_class":"on-demand"}`)
+	if code != http.StatusNotFound || !strings.Contains(out, "exhausted") {
+		t.Errorf("pickup after the runner vanished: %d %s; want exhausted (its message deleted)", code, out)
 	}
 }
