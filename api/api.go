@@ -310,6 +310,8 @@ type ClassStatus struct {
 	Queue    string           `json:"queue"`
 	Mode     string           `json:"mode"`
 	Outcomes map[string]int64 `json:"outcomes,omitempty"`
+	// Fleet is set for a class with a fleet block.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // ReloadResult is the outcome of one reload attempt.

@@ -89,9 +89,10 @@ type QueueDepth struct {
 // InstanceCounts are a runner class's instances in the instance table by
 // state.
 type InstanceCounts struct {
-	Idle    int `json:"idle"`
-	Claimed int `json:"claimed"`
-	Retired int `json:"retired"`
+	Idle        int `json:"idle"`
+	Claimed     int `json:"claimed"`
+	Retired     int `json:"retired"`
+	Terminating int `json:"terminating,omitempty"`
 }
 
 // RecentPickups are a class's pickup events over the last WindowSeconds
@@ -116,6 +117,8 @@ type ClassDetail struct {
 	// Errors lists what could not be read from the backend (the queue's
 	// depth, the instance table); the figures it concerns are 0.
 	Errors []string `json:"errors"`
+	// Fleet is set for a class with a fleet block.
+	Fleet *FleetStatus `json:"fleet,omitempty"`
 }
 
 // ClassList is the body of GET /v1/classes.

@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/ledger"
+	"github.com/rpdhq/rpd/spec"
 )
 
 // ceilingConfig is the one conversion of a VM-ceiling entry to the ledger
@@ -26,8 +28,8 @@ import (
 func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
 	c := ledger.Config{Max: e.Max, ClaimTTL: time.Duration(e.ClaimTTL), PollInterval: time.Duration(e.PollInterval),
 		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant), MaxQueued: e.MaxQueued}
-	if e.Usage == (reconcile.UsageEntry{}) {
-		return c, nil
+	if e.Usage.Type != spec.UsageHTTP {
+		return c, nil // pushed figures, or usage "ec2" (usageSource)
 	}
 	return c, &ledger.HTTPSource{URL: e.Usage.URL, Field: e.Usage.Field, Timeout: time.Duration(e.Usage.Timeout)}
 }
@@ -48,6 +50,9 @@ type ceilingSet struct {
 	// claimBase is this process's first claim ID, random so that a claim
 	// ID a client kept from an earlier daemon names no claim here.
 	claimBase ledger.ClaimID
+	// ec2 opens the stack's EC2 client, for usage "ec2" sources
+	// (fleet_adapters.go); nil: such a source is refused.
+	ec2 func(ctx context.Context) (*ec2.Client, error)
 
 	mu sync.Mutex
 	m  map[string]*ceiling
@@ -81,6 +86,9 @@ func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
 		if err := lc.Validate(); err != nil {
 			return nil, false, err
 		}
+		if _, err := s.usageSource(e); err != nil {
+			return nil, false, err
+		}
 		if _, ok := have[name]; ok {
 			return nil, false, nil
 		}
@@ -107,7 +115,8 @@ func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map
 				}
 			}
 			ce := &ceiling{name: name, ledger: l, entry: e}
-			ce.startUsage(nil)
+			src, _ := s.usageSource(e) // checked by prepare
+			ce.startUsage(nil, src)
 			s.m[name] = ce
 			return fmt.Sprintf("vm_ceiling.%s: created", name), nil
 		}
@@ -124,17 +133,17 @@ func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map
 		if usageChanged {
 			// The new loop starts once the old one has returned, so no
 			// figure of the old source lands after one of the new.
-			cur.startUsage(cur.stopUsage())
+			src, _ := s.usageSource(e) // checked by prepare
+			cur.startUsage(cur.stopUsage(), src)
 		}
 		return change, nil
 	})
 }
 
-// startUsage starts ce's usage poll loop, once after is closed, when its
-// entry declares a source. An operator-pushed ceiling (no usage block) is
-// fed by PUT .../usage only. Called with the set's lock held.
-func (ce *ceiling) startUsage(after <-chan struct{}) {
-	_, src := ceilingConfig(ce.entry)
+// startUsage starts ce's usage poll loop on src, once after is closed.
+// An operator-pushed ceiling (no usage block, src nil) is fed by PUT
+// .../usage only. Called with the set's lock held.
+func (ce *ceiling) startUsage(after <-chan struct{}, src ledger.UsageSource) {
 	if src == nil {
 		return
 	}

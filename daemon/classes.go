@@ -276,6 +276,7 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 		owner = "worker-" + randomHex(8)
 	}
 	inst, err := mgr.Pickup(r.Context(), reqs, owner)
+	d.fleetWake() // a claimed runner, or an exhausted pool: the fleet may launch
 	if err != nil {
 		var ex *pickup.ExhaustedError
 		if errors.As(err, &ex) {
@@ -378,6 +379,7 @@ func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst.State = pickup.StateIdle
+	d.fleetWake() // a booting runner offered itself
 	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
 }
 

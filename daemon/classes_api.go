@@ -57,6 +57,9 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 		Recent:   d.comp.classes.recent(cl.name, counts),
 		Errors:   []string{},
 	}
+	if d.comp.fleet != nil {
+		out.Fleet = d.comp.fleet.statusByClass()[cl.name]
+	}
 	if info, err := d.backend.Queues.DescribeQueue(ctx, cl.entry.Queue); err != nil {
 		out.Errors = append(out.Errors, fmt.Sprintf("queue %s depth: %v", cl.entry.Queue, err))
 	} else {
@@ -73,6 +76,8 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 				out.Instances.Claimed++
 			case pickup.StateRetired:
 				out.Instances.Retired++
+			case pickup.StateTerminating:
+				out.Instances.Terminating++
 			}
 		}
 	}
@@ -82,9 +87,9 @@ func (d *Daemon) classDetail(ctx context.Context, cl *class) api.ClassDetail {
 func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 	state := pickup.State(r.URL.Query().Get("state"))
 	switch state {
-	case "", pickup.StateIdle, pickup.StateClaimed, pickup.StateRetired:
+	case "", pickup.StateIdle, pickup.StateClaimed, pickup.StateRetired, pickup.StateTerminating:
 	default:
-		d.fail(w, r, badRequest("state %q: use idle, claimed or retired (or omit it for all)", state))
+		d.fail(w, r, badRequest("state %q: use idle, claimed, terminating or retired (or omit it for all)", state))
 		return
 	}
 	cl, err := d.liveClass(r.PathValue("class"))

@@ -110,9 +110,15 @@ type components struct {
 	budgets  *budgetSet
 	ceilings *ceilingSet
 	classes  *classSet
+	// fleet reconciles the classes with a fleet block (fleet.go); nil in
+	// tests that build components without a daemon.
+	fleet *fleetSet
 }
 
 func (c *components) sets() []componentSet {
+	if c.fleet != nil {
+		return []componentSet{c.pools, c.budgets, c.ceilings, c.classes, c.fleet}
+	}
 	return []componentSet{c.pools, c.budgets, c.ceilings, c.classes}
 }
 

@@ -240,6 +240,9 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	d.comp = newComponents(d.log, pm, d.backend, opts.Clock.Now)
+	d.comp.fleet = newFleetSet(d, d.log)
+	d.comp.ceilings.ec2 = d.comp.fleet.client
+	d.metrics.reg.MustRegister(fleetCollector{d.comp.fleet})
 	if opts.Mode == ModeWatch {
 		d.apply = d.reconcileApply
 	}
@@ -387,6 +390,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var loops sync.WaitGroup
 	loops.Go(func() { d.sweepLoop(loopCtx) })
 	loops.Go(func() { d.maintainLoop(loopCtx) })
+	loops.Go(func() { d.fleetLoop(loopCtx) })
 	switch d.opts.Mode {
 	case ModeWatch:
 		if d.opts.ManualReload {

@@ -220,6 +220,9 @@ func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (re
 			_ = d.grants.store.DeleteGrant(ctx, id)
 			continue
 		}
+		if strings.HasPrefix(id, launchRecordPrefix) {
+			continue // a fleet's launch intent: the fleet reconciler resolves it
+		}
 		var rec grantRecord
 		if err := json.Unmarshal(body, &rec); err != nil || (rec.Permit == nil) == (rec.Claim == nil) {
 			d.log.Error("unreadable grant record: left in place, not restored", "record", id, "err", err)

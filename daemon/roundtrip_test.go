@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/reconcile"
+	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/spec"
@@ -26,14 +28,25 @@ import (
 var roundTripBlocks = map[string]struct {
 	top, nested              string
 	required, nestedRequired map[string]string
+	// wrap opens a block the nested one sits in (closed after it); extra
+	// declares what the block refers to.
+	wrap, extra string
 }{
 	"runner_class":        {top: `runner_class "c"`, required: map[string]string{"cpu": "2", "mem": `"4GiB"`}},
 	"runner_class.queue":  {top: `runner_class "c"`, required: map[string]string{"cpu": "2", "mem": `"4GiB"`}, nested: "queue"},
 	"runner_class.pickup": {top: `runner_class "c"`, required: map[string]string{"cpu": "2", "mem": `"4GiB"`}, nested: "pickup"},
 	"budget":              {top: `budget "b"`},
 	"vm_ceiling":          {top: `vm_ceiling "v"`, required: map[string]string{"max": "10"}},
-	"vm_ceiling.usage": {top: `vm_ceiling "v"`, required: map[string]string{"max": "10"},
+	"vm_ceiling.usage.http": {top: `vm_ceiling "v"`, required: map[string]string{"max": "10"},
 		nested: `usage "http"`, nestedRequired: map[string]string{"url": `"http://127.0.0.1:9/usage"`}},
+	"vm_ceiling.usage.ec2": {top: `vm_ceiling "v"`, required: map[string]string{"max": "10"}, nested: `usage "ec2"`},
+	"runner_class.fleet": {top: `runner_class "c"`, required: map[string]string{"cpu": "2", "mem": `"4GiB"`, "instance_types": `["c6i.large"]`},
+		nested: "fleet", nestedRequired: map[string]string{"launch_template": `"runner"`, "vm_ceiling": `"aws"`, "usage_class": `"spot"`},
+		extra: "vm_ceiling \"aws\" {\n  max = 10\n}\nvm_ceiling \"other\" {\n  max = 10\n}\n"},
+	"runner_class.fleet.schedule": {top: `runner_class "c"`, required: map[string]string{"cpu": "2", "mem": `"4GiB"`, "instance_types": `["c6i.large"]`},
+		wrap: "  fleet {\n    launch_template = \"runner\"\n    vm_ceiling = \"aws\"\n", nested: `schedule "day"`,
+		nestedRequired: map[string]string{"cron": `"0 8 * * *"`, "duration": `"8h"`, "min_idle": "2"},
+		extra:          "vm_ceiling \"aws\" {\n  max = 10\n}\n"},
 	"pool":     {top: `pool "p"`, required: map[string]string{"slots": "2"}},
 	"priority": {top: `priority "hi"`, required: map[string]string{"weight": "1"}},
 }
@@ -55,9 +68,16 @@ var roundTripSamples = map[string]string{
 	"budget.scan_ring":         `"1GiB"`, "budget.delta_cache": `"2GiB"`, "budget.spill_slots": "4", "budget.max_queued": "5",
 	"vm_ceiling.max": "20", "vm_ceiling.claim_ttl": `"5m"`, "vm_ceiling.poll_interval": `"10s"`,
 	"vm_ceiling.stale_after": `"1m"`, "vm_ceiling.grant": `"immediate"`, "vm_ceiling.max_queued": "5",
-	"vm_ceiling.usage.url": `"http://127.0.0.1:10/other"`, "vm_ceiling.usage.field": `"data.active"`,
-	"vm_ceiling.usage.timeout": `"2s"`,
-	"pool.slots":               "5", "pool.description": `"heavy queries"`, "pool.lease_ttl": `"10m"`,
+	"vm_ceiling.usage.http.url": `"http://127.0.0.1:10/other"`, "vm_ceiling.usage.http.field": `"data.active"`,
+	"vm_ceiling.usage.http.timeout": `"2s"`,
+	"vm_ceiling.usage.ec2.unit":     `"vcpus"`, "vm_ceiling.usage.ec2.tags": `{ team = "ci" }`,
+	"runner_class.fleet.launch_template": `"lt-0abc"`, "runner_class.fleet.version": `"3"`, "runner_class.fleet.usage_class": `"on-demand"`,
+	"runner_class.fleet.fallback": `"none"`, "runner_class.fleet.vm_ceiling": `"other"`, "runner_class.fleet.subnets": `["subnet-1"]`,
+	"runner_class.fleet.min_idle": "3", "runner_class.fleet.max_idle_age": `"30m"`, "runner_class.fleet.boot_timeout": `"2m"`,
+	"runner_class.fleet.orphan_grace": `"3m"`, "runner_class.fleet.interval": `"5s"`, "runner_class.fleet.max_launch": "4",
+	"runner_class.fleet.schedule.cron": `"0 9 * * MON-FRI"`, "runner_class.fleet.schedule.duration": `"4h"`,
+	"runner_class.fleet.schedule.timezone": `"Europe/Berlin"`, "runner_class.fleet.schedule.min_idle": "5",
+	"pool.slots": "5", "pool.description": `"heavy queries"`, "pool.lease_ttl": `"10m"`,
 	"pool.max_queued": "3", "pool.allow_destroy": "true", "pool.max_wait": `"5s"`,
 	"priority.weight": "7",
 }
@@ -95,9 +115,12 @@ func renderBlock(t *testing.T, path, attr, value string) string {
 		return sb.String()
 	}
 	if b.nested == "" {
-		return fmt.Sprintf("%s {\n%s}\n", b.top, body(b.required, attr != ""))
+		return b.extra + fmt.Sprintf("%s {\n%s}\n", b.top, body(b.required, attr != ""))
 	}
-	return fmt.Sprintf("%s {\n%s  %s {\n%s  }\n}\n", b.top, body(b.required, false), b.nested, body(b.nestedRequired, attr != ""))
+	if b.wrap != "" {
+		return b.extra + fmt.Sprintf("%s {\n%s%s  %s {\n%s  }\n  }\n}\n", b.top, body(b.required, false), b.wrap, b.nested, body(b.nestedRequired, attr != ""))
+	}
+	return b.extra + fmt.Sprintf("%s {\n%s  %s {\n%s  }\n}\n", b.top, body(b.required, false), b.nested, body(b.nestedRequired, attr != ""))
 }
 
 // componentView is everything the daemon derives from a document, through
@@ -105,11 +128,17 @@ func renderBlock(t *testing.T, path, attr, value string) string {
 func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 	out := map[string]any{}
 	for name, e := range doc.RunnerClasses {
+		var fc fleet.Class
+		if e.Fleet != (reconcile.FleetEntry{}) {
+			fc, _ = fleetConfig(name, e.Fleet)
+			fc.Ceiling = fleetCeiling{name: e.Fleet.VMCeiling, types: e.Fleet.InstanceTypes.Slice()}
+		}
 		out["runner_class."+name] = struct {
 			Pickup pickup.Config
 			Queue  string
 			Attrs  backend.QueueAttributes
-		}{pickupConfig(name, e, doc.Queues[name].VisibilityTimeout, false), e.Queue, doc.Queues[name].Attributes(doc.Stack)}
+			Fleet  fleet.Class
+		}{pickupConfig(name, e, doc.Queues[name].VisibilityTimeout, false), e.Queue, doc.Queues[name].Attributes(doc.Stack), fc}
 	}
 	for name, e := range doc.Budgets {
 		out["budget."+name] = budgetConfig(e)
@@ -119,9 +148,13 @@ func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 		v := struct {
 			Config ledger.Config
 			Source ledger.HTTPSource
+			EC2    ec2.UsageSource
 		}{Config: lc}
 		if src != nil {
 			v.Source = *src
+		}
+		if e.Usage.Type == spec.UsageEC2 {
+			v.EC2 = ec2.UsageSource{VCPUs: e.Usage.Unit == spec.UsageUnitCPUs, Tags: e.Usage.Tags.Map()}
 		}
 		out["vm_ceiling."+name] = v
 	}

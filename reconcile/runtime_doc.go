@@ -64,6 +64,8 @@ type ClassEntry struct {
 	Mode            string     `json:"mode"`
 	ClaimTTL        Duration   `json:"claim_ttl,omitempty"` // 0 = claims need no confirmation
 	AllowDestroy    bool       `json:"allow_destroy,omitempty"`
+	// Fleet is zero unless the class declares a fleet (fleet_doc.go).
+	Fleet FleetEntry `json:"fleet,omitzero"`
 }
 
 // BudgetEntry is a fat-job budget (a budget block).
@@ -91,6 +93,9 @@ type UsageEntry struct {
 	URL     string   `json:"url"`
 	Field   string   `json:"field"`
 	Timeout Duration `json:"timeout"`
+	// Unit and Tags are an ec2 source's (zero for http).
+	Unit string    `json:"unit,omitempty" plan:"omitzero"`
+	Tags StringMap `json:"tags,omitzero" plan:"omitzero"`
 }
 
 // PoolEntry is a named pool (a pool block).
@@ -244,6 +249,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			Mode:            c.Pickup.Mode,
 			ClaimTTL:        Duration(c.Pickup.ClaimTTL),
 			AllowDestroy:    c.AllowDestroy,
+			Fleet:           fleetEntry(c),
 		}
 		d.Queues[c.Name] = QueueEntry{
 			Name:              qn,
@@ -268,9 +274,7 @@ func DesiredDoc(cfg *spec.Config) *RuntimeDoc {
 			Grant:        v.Grant,
 			MaxQueued:    v.MaxQueued,
 		}
-		if v.Usage != nil {
-			e.Usage = UsageEntry{Type: v.Usage.Type, URL: v.Usage.URL, Field: v.Usage.Field, Timeout: Duration(v.Usage.Timeout)}
-		}
+		e.Usage = usageEntry(v.Usage)
 		d.VMCeilings[v.Name] = e
 	}
 	for _, p := range cfg.Pools {

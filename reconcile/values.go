@@ -74,7 +74,12 @@ func addValues(out Values, prefix string, v reflect.Value) {
 			continue
 		}
 		key, f := prefix+name, v.Field(i)
+		if t.Field(i).Tag.Get("plan") == "omitzero" && f.IsZero() {
+			continue
+		}
 		switch x := f.Interface().(type) {
+		case interface{ planValues(Values, string) }:
+			x.planValues(out, key)
 		case Duration:
 			out[key] = x.String()
 		case uint64:

@@ -96,6 +96,9 @@ type RunnerClass struct {
 	// AllowDestroy lets apply/watch delete the class's queue even when it
 	// still holds idle runners.
 	AllowDestroy bool
+	// Fleet is nil unless the class declares a fleet block (rpd launches
+	// and terminates its runners, spec/fleet.go).
+	Fleet *Fleet
 
 	DeclRange hcl.Range
 }
@@ -158,12 +161,17 @@ type VMCeiling struct {
 	DeclRange hcl.Range
 }
 
-// UsageSource is a vm_ceiling's nested usage "TYPE" block. Only "http" exists in v1.
+// UsageSource is a vm_ceiling's nested usage "TYPE" block: "http" (a JSON
+// figure polled from a URL) or "ec2" (the stack's tagged EC2 instances).
 type UsageSource struct {
-	Type    string // "http"
-	URL     string
-	Field   string        // JSON field (dot path) holding the active count, default "active"
+	Type    string        // UsageHTTP or UsageEC2
+	URL     string        // http
+	Field   string        // http: JSON field (dot path) holding the active count, default "active"
 	Timeout time.Duration // default 5s
+	// Unit is what an ec2 source counts: UsageUnitVMs (default) or
+	// UsageUnitCPUs; Tags are its extra tag filters.
+	Unit string
+	Tags map[string]string
 }
 
 // Pool is a pool "NAME" block (docs/language.md).

@@ -74,7 +74,7 @@ var (
 			{Name: "cpu", Required: true}, {Name: "mem", Required: true},
 			{Name: "instance_types"}, {Name: "allow_destroy"},
 		},
-		Blocks: []hcl.BlockHeaderSchema{{Type: "queue"}, {Type: "pickup"}},
+		Blocks: []hcl.BlockHeaderSchema{{Type: "queue"}, {Type: "pickup"}, {Type: "fleet"}},
 	}
 	queueSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
 		{Name: "name"}, {Name: "visibility_timeout"}, {Name: "retention"}, {Name: "delay"},
@@ -107,7 +107,8 @@ var blockSchemas = map[string]*hcl.BodySchema{
 	"rpd": rpdSchema, "rpd.backend.local": localSchema, "rpd.backend.aws": awsSchema, "rpd.ha": haSchema,
 	"rpd.tls": tlsSchema, "token": tokenSchema,
 	"runner_class": classSchema, "runner_class.queue": queueSchema, "runner_class.pickup": pickupSchema,
-	"budget": budgetSchema, "vm_ceiling": ceilingSchema, "vm_ceiling.usage": usageSchema,
+	"runner_class.fleet": fleetSchema, "runner_class.fleet.schedule": scheduleSchema,
+	"budget": budgetSchema, "vm_ceiling": ceilingSchema, "vm_ceiling.usage.http": usageSchema, "vm_ceiling.usage.ec2": ec2UsageSchema,
 	"pool": poolSchema, "priority": prioritySchema,
 }
 
@@ -141,7 +142,9 @@ func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
 	d.rpd(m.rpd, cfg)
 
 	queues := map[string]*RunnerClass{}
+	classBlocks := map[string]*hcl.Block{}
 	for _, b := range m.byType["runner_class"] {
+		classBlocks[b.Labels[0]] = b
 		rc := d.runnerClass(b, cfg.Stack)
 		if first, ok := queues[rc.Queue.Name]; ok && validQueueName(rc.Queue.Name) {
 			d.errorf(rc.queueNameRange(b), "Duplicate queue name", "Runner classes %q and %q (at %s) would both use the queue %q. Give one of them a different queue { name = ... }.", rc.Name, first.Name, rangeString(first.DeclRange), rc.Queue.Name)
@@ -169,6 +172,8 @@ func decode(m *module, ctx *hcl.EvalContext) (*Config, hcl.Diagnostics) {
 		cfg.Priorities = append(cfg.Priorities, d.priority(b))
 	}
 	d.tokens(m.byType["token"], cfg)
+
+	d.checkFleets(cfg, classBlocks)
 
 	sort.Slice(cfg.RunnerClasses, func(i, j int) bool { return cfg.RunnerClasses[i].Name < cfg.RunnerClasses[j].Name })
 	sort.Slice(cfg.Budgets, func(i, j int) bool { return cfg.Budgets[i].Name < cfg.Budgets[j].Name })
@@ -338,6 +343,9 @@ func (d *decoder) runnerClass(b *hcl.Block, stack string) RunnerClass {
 		d.errorf(b.LabelRanges[0], "Invalid queue name", "The default queue name %q (\"<stack>-rp-<class>\") is not a valid SQS queue name: it must be 1 to %d letters, digits, underscores and dashes. Shorten the class or stack name, or set queue { name = ... }.", rc.Queue.Name, MaxQueueNameLen)
 		rc.Queue.Name = ""
 	}
+	if fb := blocks["fleet"]; fb != nil {
+		d.fleet(fb, &rc)
+	}
 	if pb := blocks["pickup"]; pb != nil {
 		pa, _ := d.content(pb.Body, pickupSchema)
 		if v, ok := d.duration(pa["requeue_delay"], 0, MaxDelay, true, sqsWhy); ok {
@@ -463,10 +471,11 @@ func (d *decoder) ceiling(b *hcl.Block) VMCeiling {
 		}
 	}
 	if ub := blocks["usage"]; ub != nil {
-		if ub.Labels[0] != "http" {
-			d.errorf(ub.LabelRanges[0], "Unknown usage source type", "Usage source %q does not exist: the only type is \"http\". Omit the usage block to push figures with PUT /v1/ceilings/NAME/usage.", ub.Labels[0])
-		} else {
-			u := &UsageSource{Type: "http", Field: DefaultUsageField, Timeout: DefaultUsageTimeout}
+		switch ub.Labels[0] {
+		case UsageEC2:
+			c.Usage = d.ec2Usage(ub)
+		case UsageHTTP:
+			u := &UsageSource{Type: UsageHTTP, Field: DefaultUsageField, Timeout: DefaultUsageTimeout}
 			ua, _ := d.content(ub.Body, usageSchema)
 			if a := ua["url"]; a != nil {
 				if s, ok := d.str(a); ok {
@@ -490,6 +499,8 @@ func (d *decoder) ceiling(b *hcl.Block) VMCeiling {
 				u.Timeout = v
 			}
 			c.Usage = u
+		default:
+			d.errorf(ub.LabelRanges[0], "Unknown usage source type", "Usage source %q does not exist: use \"http\" (a JSON figure polled from a URL) or \"ec2\" (the stack's tagged EC2 instances). Omit the usage block to push figures with PUT /v1/ceilings/NAME/usage.", ub.Labels[0])
 		}
 	}
 	return c

@@ -89,7 +89,7 @@ func checkInvariants(t *testing.T, cfg *Config) {
 	}
 	for _, c := range cfg.VMCeilings {
 		if c.Max < 1 || c.ClaimTTL <= 0 || c.PollInterval <= 0 || c.StaleAfter < c.PollInterval ||
-			(c.Grant != GrantNextUsage && c.Grant != GrantImmediate) || (c.Usage != nil && (checkHTTPURL(c.Usage.URL) != nil || c.Usage.Timeout <= 0)) {
+			(c.Grant != GrantNextUsage && c.Grant != GrantImmediate) || (c.Usage != nil && ((c.Usage.Type == UsageHTTP && checkHTTPURL(c.Usage.URL) != nil) || c.Usage.Timeout <= 0 || (c.Usage.Type == UsageEC2 && c.Usage.Unit != UsageUnitVMs && c.Usage.Unit != UsageUnitCPUs))) {
 			t.Errorf("invalid ceiling %+v", c)
 		}
 	}

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
+	"slices"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -142,6 +145,44 @@ func writeStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(tw, "\nRUNNER CLASS\tQUEUE\tMODE\tCLAIMED\tEXHAUSTED\t\n")
 		for _, cl := range c.Classes {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t\n", cl.Name, cl.Queue, cl.Mode, cl.Outcomes["claimed"], cl.Outcomes["exhausted_global"]+cl.Outcomes["exhausted_local"])
+		}
+		writeFleets(tw, c.Classes)
+	}
+}
+
+// writeFleets lists the classes with a fleet: desired idle (and the
+// schedule that set it), runners by state, what the ceiling refused, the
+// spot snooze, and the last hour's launches and terminations.
+func writeFleets(w io.Writer, classes []api.ClassStatus) {
+	header := false
+	for _, cl := range classes {
+		f := cl.Fleet
+		if f == nil {
+			continue
+		}
+		if !header {
+			fmt.Fprintf(w, "\nFLEET\tDESIRED\tIDLE\tBOOTING\tCLAIMED\tTERMINATING\tREFUSED\tSPOT SNOOZED\tLAST HOUR\t\n")
+			header = true
+		}
+		desired := fmt.Sprint(f.Desired)
+		if f.Schedule != "" {
+			desired += " (" + f.Schedule + ")"
+		}
+		snoozed := "-"
+		if f.SpotSnoozedUntil != nil {
+			snoozed = "until " + f.SpotSnoozedUntil.Local().Format("15:04:05")
+		}
+		var hour []string
+		for _, k := range slices.Sorted(maps.Keys(f.LastHour)) {
+			hour = append(hour, fmt.Sprintf("%s %d", k, f.LastHour[k]))
+		}
+		name := cl.Name
+		if !f.Leading {
+			name += " (standby)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, desired, f.Idle, f.Booting, f.Claimed, f.Terminating, f.CeilingRefused, snoozed, or(strings.Join(hour, ", "), "-"))
+		if e := or(f.LastError, f.LastLaunchError); e != "" {
+			fmt.Fprintf(w, "  last error: %s\t\t\t\t\t\t\t\t\t\n", e)
 		}
 	}
 }

@@ -97,3 +97,22 @@ func TestWriteWaiters(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteFleets(t *testing.T) {
+	snooze := time.Date(2026, 11, 24, 12, 5, 0, 0, time.Local)
+	var b bytes.Buffer
+	writeFleets(&b, []api.ClassStatus{
+		{Name: "small"},
+		{Name: "medium", Fleet: &api.FleetStatus{Leading: true, Desired: 12, Schedule: "weekdays", Idle: 9, Booting: 3, Claimed: 40, CeilingRefused: 1,
+			SpotSnoozedUntil: &snooze, LastHour: map[string]int{"launch": 31, "scale_down": 4}, LastLaunchError: "InsufficientInstanceCapacity: no spot"}},
+	})
+	out := b.String()
+	for _, want := range []string{"FLEET", "medium", "12 (weekdays)", "until 12:05:00", "launch 31, scale_down 4", "last error: InsufficientInstanceCapacity"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("fleet lines lack %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "small") {
+		t.Errorf("a class without a fleet is listed:\n%s", out)
+	}
+}

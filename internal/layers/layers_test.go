@@ -26,7 +26,7 @@ type rule struct {
 var (
 	awsSDK    = []string{"github.com/aws/aws-sdk-go-v2/", "github.com/aws/smithy-go"}
 	hcl       = []string{"github.com/hashicorp/hcl/v2"}
-	runtimeOf = []string{"runtime/fatjob", "runtime/ledger", "runtime/pickup", "runtime/pools"}
+	runtimeOf = []string{"runtime/fatjob", "runtime/fleet", "runtime/ledger", "runtime/pickup", "runtime/pools"}
 )
 
 // rules is the architecture (README, "Layout"): the wire types, the
@@ -39,6 +39,7 @@ var rules = map[string]rule{
 	"api":                          {},
 	"client":                       {rpd: []string{"api"}},
 	"runtime/fatjob":               {},
+	"runtime/fleet":                {},
 	"runtime/ledger":               {},
 	"runtime/pickup":               {},
 	"runtime/pools":                {},
@@ -47,17 +48,19 @@ var rules = map[string]rule{
 	"backend/local":                {rpd: []string{"backend", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: []string{"modernc.org/sqlite"}},
 	"backend/aws":                  {rpd: []string{"backend", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: awsSDK},
 	"backend/faulty":               {rpd: []string{"backend", "runtime/pickup"}},
+	"backend/ec2":                  {rpd: []string{"runtime/fleet", "runtime/ledger"}, ext: awsSDK},
 	"backend/backendtest":          {rpd: []string{"backend", "runtime/pickup", "runtime/pools"}},
-	"spec":                         {ext: append(hcl, "github.com/zclconf/go-cty/")},
+	"spec":                         {ext: append(hcl, "github.com/zclconf/go-cty/", "github.com/robfig/cron/v3")},
 	"reconcile":                    {rpd: []string{"backend", "spec"}, ext: []string{"golang.org/x/sync/errgroup"}},
 	"internal/open":                {rpd: []string{"backend", "backend/aws", "backend/local", "reconcile", "runtime/pickup", "runtime/pools"}},
 	"internal/awstest":             {rpd: []string{"backend/aws"}, ext: awsSDK},
 	"internal/clocktest":           {},
 	"internal/tlstest":             {},
+	"internal/ec2test":             {ext: awsSDK},
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
 	"daemon/watch":                 {ext: []string{"github.com/fsnotify/fsnotify"}},
-	"daemon": {rpd: append([]string{"api", "backend", "internal/open", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
+	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"cmd/rpd": {rpd: []string{"api", "backend", "internal/open", "client", "daemon", "reconcile", "spec"},
 		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},

@@ -71,6 +71,9 @@ const (
 	StateIdle    State = "idle"
 	StateClaimed State = "claimed"
 	StateRetired State = "retired"
+	// StateTerminating: taken out of the pool to be terminated (a fleet's
+	// scale-down or reaping, Manager.Withdraw); no claim matches it.
+	StateTerminating State = "terminating"
 )
 
 // Instance is one record of the instance table, keyed by ID.

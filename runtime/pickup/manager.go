@@ -53,6 +53,9 @@ type Manager struct {
 	// rounds: messages that are in flight but neither visible nor held. An
 	// empty receive is confirmed only once they are done.
 	returning inflight
+	// withdrawn are instances Withdraw took out of the pool, until when
+	// their messages are still deleted on sight (withdraw.go).
+	withdrawn map[string]time.Time
 
 	stats counters
 	lat   latencies
@@ -711,6 +714,9 @@ func deleteFunc(msgs []Message, drop func(Message) bool) []Message {
 // discard is counted under its reason and answered with why.
 func (m *Manager) admit(cfg *Config, msg Message, now time.Time) (Entry, *DiscardError) {
 	e, d := validEntry(cfg, msg.Body, now)
+	if d == nil && m.withdrawnLocked(e.InstanceID, now) {
+		d = &DiscardError{Reason: ReasonWithdrawn, InstanceID: e.InstanceID, Detail: "the instance was taken out of the pool to be terminated"}
+	}
 	if d != nil {
 		m.stats.discarded[d.Reason].Add(1)
 		return Entry{}, d

@@ -82,10 +82,11 @@ const (
 	ReasonUnknownUsageClass                      // usageClass neither spot nor on-demand
 	ReasonClassMismatch                          // cpu, mem or instance type contradict the runner class
 	ReasonExpired                                // threshold already past
+	ReasonWithdrawn                              // the instance was taken out of the pool (Withdraw)
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"too_large", "malformed", "unknown_usage_class", "class_mismatch", "expired"}
+var reasonNames = [numReasons]string{"too_large", "malformed", "unknown_usage_class", "class_mismatch", "expired", "withdrawn"}
 
 // DiscardReasons lists every discard reason, in order.
 func DiscardReasons() []DiscardReason {

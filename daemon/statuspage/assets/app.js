@@ -363,18 +363,29 @@
     const group = (title, stats) => h('div', { class: 'stat-group' }, h('div', { class: 'group-label' }, title), h('div', { class: 'stats' }, stats));
     const discarded = sumPrefix(ev, 'discarded_');
     const exhausted = (ev.exhausted_global || 0) + (ev.exhausted_local || 0);
-    return card('class:' + c.name, c.name, [c.errors && c.errors.length ? h('span', { class: 'badge warn', title: c.errors.join('\n') }, 'backend error') : null],
-      c.instances.idle + ' idle · ' + c.instances.claimed + ' claimed',
+    const f = c.fleet;
+    const badges = [c.errors && c.errors.length ? h('span', { class: 'badge warn', title: c.errors.join('\n') }, 'backend error') : null];
+    if (f && f.spot_snoozed_until) badges.push(h('span', { class: 'badge warn', title: 'spot launches wait until ' + f.spot_snoozed_until }, 'spot snoozed ' + until(f.spot_snoozed_until)));
+    if (f && (f.last_error || f.last_launch_error)) badges.push(h('span', { class: 'badge warn', title: f.last_error || f.last_launch_error }, 'fleet error'));
+    const fleetGroup = f ? group('fleet: ' + f.desired_idle + ' idle wanted' + (f.schedule ? ' (schedule ' + f.schedule + ')' : '') + (f.leading ? '' : ' · standby'), [
+      stat('idle', f.idle), stat('booting', f.booting), stat('claimed', f.claimed), stat('terminating', f.terminating),
+      stat('refused by ' + f.vm_ceiling, f.ceiling_refused, f.ceiling_refused ? 'warn' : '')]) : null;
+    const lastHour = f ? Object.entries(f.last_hour || {}).map(([k, v]) => k + ' ' + v).join(' · ') : '';
+    return card('class:' + c.name, c.name, badges,
+      c.instances.idle + ' idle · ' + c.instances.claimed + ' claimed' + (f ? ' · ' + f.booting + ' booting' : ''),
       {
         bars: h('div', { class: 'stat-groups' },
           group('queue (idle runners)', [stat('visible', c.depth.visible), stat('in flight', c.depth.in_flight), stat('delayed', c.depth.delayed)]),
-          group('instances', [stat('idle', c.instances.idle), stat('claimed', c.instances.claimed), stat('retired', c.instances.retired)])),
+          group('instances', [stat('idle', c.instances.idle), stat('claimed', c.instances.claimed), stat('retired', c.instances.retired)]),
+          fleetGroup),
         detail: () => h('div', {},
           group('pickups in the last ' + span(r.window_seconds), [
             stat('passed', ev.passed || 0), stat('claimed', ev.claimed || 0), stat('re-queued', ev.requeued || 0),
             stat('discarded', discarded, discarded ? 'warn' : ''), stat('exhausted', exhausted, exhausted ? 'warn' : ''),
             stat('lost races', ev.claim_lost_race || 0)]),
           h('p', { class: 'desc' }, 'queue ', h('code', {}, c.queue), ' · pickup mode ' + c.mode),
+          f ? h('p', { class: 'desc' }, 'fleet (' + f.usage_class + ') in the last hour: ' + (lastHour || 'nothing launched or terminated') +
+            (f.last_launch_error ? ' · last launch error: ' + f.last_launch_error : '')) : null,
           c.errors && c.errors.length ? h('ul', { class: 'error-text' }, c.errors.map((e) => h('li', {}, e))) : null),
       });
   }

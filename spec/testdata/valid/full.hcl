@@ -69,11 +69,39 @@ runner_class "zeta" {
 }
 
 runner_class "alpha" {
-  cpu = 1
-  mem = var.sizes["small"]
+  cpu            = 1
+  mem            = var.sizes["small"]
+  instance_types = ["c6i.large", "c7i.*", "m7i.large"]
 
   queue {
     retention = "60s"
+  }
+
+  fleet {
+    launch_template = "ci-runner"
+    version         = "7"
+    usage_class     = "spot"
+    fallback        = "none"
+    vm_ceiling      = "aws"
+    subnets         = ["subnet-0a", "subnet-0b"]
+    min_idle        = 2
+    max_idle_age    = "30m"
+    boot_timeout    = "4m"
+    orphan_grace    = "20m"
+    interval        = "10s"
+    max_launch      = 8
+
+    schedule "weekdays" {
+      cron     = "0 8 * * MON-FRI"
+      duration = "10h"
+      timezone = "Europe/Berlin"
+      min_idle = 12
+    }
+    schedule "nightly" {
+      cron     = "@daily"
+      duration = "1h"
+      min_idle = 4
+    }
   }
 }
 
@@ -97,6 +125,14 @@ vm_ceiling "pushed" {
   stale_after   = "250ms"
   grant         = "immediate"
   max_queued    = 1000
+}
+
+vm_ceiling "aws" {
+  max = 400
+  usage "ec2" {
+    unit = "vcpus"
+    tags = { team = "ci", tier = 2 }
+  }
 }
 
 pool "default_pool" {
