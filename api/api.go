@@ -46,6 +46,12 @@ const (
 	CodeNotLeader = "not_leader"
 )
 
+// LeaderHeader is the header in which a standby names the leader it
+// forwarded a request to (its advertise URL): a client may send its next
+// pools, leases, budgets and ceilings requests there directly, and come
+// back to its own addresses when the leader stops answering.
+const LeaderHeader = "X-Rpd-Leader"
+
 // Exhaustion kinds of a CodeExhausted error.
 const (
 	ExhaustedGlobal = "global" // the class queue is empty

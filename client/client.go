@@ -39,6 +39,13 @@ type Client struct {
 	first atomic.Uint32
 	retry time.Duration
 	token string
+	// leader is the route to the leader a standby named (api.LeaderHeader),
+	// tried first for arbitrated requests; noFollow turns that off
+	// (WithFollowLeader(false)). proxy is the transport's, for its wire.
+	leader   atomic.Pointer[route]
+	shunned  atomic.Pointer[shunned]
+	noFollow bool
+	proxy    func(*http.Request) (*url.URL, error)
 	// tlsConfig (WithTLSConfig, WithCAFile) and an option's error.
 	tlsConfig *tls.Config
 	optErr    error
@@ -99,6 +106,16 @@ func WithCAFile(path string) Option {
 	}
 }
 
+// WithFollowLeader(false) keeps every request on the configured
+// addresses. By default, when a standby answers a pools, leases, budgets
+// or ceilings request it forwarded to the leader, the client sends the
+// next such requests to that leader directly (saving the standby's hop),
+// and comes back to the configured addresses as soon as the leader does
+// not answer or answers 503. Turn it off when the leaders' advertise
+// addresses are not reachable from the client (a load balancer in front
+// of replicas on a private network).
+func WithFollowLeader(follow bool) Option { return func(c *Client) { c.noFollow = !follow } }
+
 // WithRetry sets how long one call keeps retrying connection failures
 // and 503 answers, moving to the next address each time; 0 turns retries
 // off (every call makes one attempt, at the address that answered last).
@@ -152,6 +169,7 @@ func New(addrs string, opts ...Option) (*Client, error) {
 		c.hc = &http.Client{Transport: t}
 		c.rt = t
 		c.wires = wires(c.bases, t.Proxy, c.token, c.tlsConfig)
+		c.proxy = t.Proxy
 	}
 	if c.wires == nil {
 		c.wires = make([]*wire, len(c.bases))
@@ -205,18 +223,37 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 	start := time.Now()
 	backoff := 50 * time.Millisecond
 	first := int(c.first.Load())
+	// A leader a standby named gets the request first; when it does not
+	// answer (or answers 503), the configured addresses take over at once.
+	lead := c.leaderFor(path)
 	for attempt := 0; ; attempt++ {
 		i := (first + attempt) % len(c.bases)
+		to := route{base: c.bases[i], wire: c.wires[i]}
+		if lead != nil {
+			to = *lead
+		}
 		unavailable := false
-		answered, err := c.sendOnce(ctx, i, method, path, payload, hdr, func(status int, body []byte, retried bool) error {
+		answered, leader, err := c.sendOnce(ctx, to, method, path, payload, hdr, func(status int, body []byte, retried bool) error {
 			if status == http.StatusServiceUnavailable {
 				unavailable = true
 				return apiError(status, body)
 			}
 			return read(status, body, retried || attempt > 0)
 		})
+		if lead != nil {
+			if answered && !unavailable {
+				return err
+			}
+			// Not reachable from here, or no longer the leader: back to
+			// the configured addresses, and not again for a while.
+			c.shunned.Store(&shunned{base: lead.base, until: time.Now().Add(shunFor)})
+			c.leader.CompareAndSwap(lead, nil)
+			lead = nil
+			continue
+		}
 		if answered && !unavailable {
 			c.first.Store(uint32(i)) // stay with an address that answers
+			c.learnLeader(to.base, leader)
 			return err
 		}
 		if ctx.Err() != nil || c.retry == 0 || time.Since(start)+backoff > c.retry {
@@ -234,29 +271,97 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 	}
 }
 
-// sendOnce sends one request to bases[i]; answered is false when no
+// shunFor is how long a leader route that failed is not followed again.
+const shunFor = 30 * time.Second
+
+// shunned is a leader route that failed, and until when it is not
+// followed again.
+type shunned struct {
+	base  string
+	until time.Time
+}
+
+// route is one address requests go to: a base URL and, where it serves,
+// its wire.
+type route struct {
+	base string
+	wire *wire
+}
+
+// leaderFor returns the route to the leader a standby named, for a path
+// the leader arbitrates; nil when there is none (or the client does not
+// follow the leader: WithFollowLeader(false)).
+func (c *Client) leaderFor(path string) *route {
+	if c.noFollow || !arbitrated(path) {
+		return nil
+	}
+	return c.leader.Load()
+}
+
+// learnLeader keeps the leader named in an answer from base (a standby
+// forwarded the request there), so that the next arbitrated requests skip
+// the extra hop. The name must be a URL of base's scheme (an https client
+// never moves to plain http).
+func (c *Client) learnLeader(base, leader string) {
+	if c.noFollow || leader == "" || leader == base {
+		return
+	}
+	if cur := c.leader.Load(); cur != nil && cur.base == leader {
+		return
+	}
+	if sh := c.shunned.Load(); sh != nil && sh.base == leader && time.Now().Before(sh.until) {
+		return
+	}
+	u, err := url.Parse(leader)
+	bu, berr := url.Parse(base)
+	if err != nil || berr != nil || u.Host == "" || u.Scheme != bu.Scheme {
+		return
+	}
+	var w *wire
+	if c.rt != nil {
+		w = wireFor(leader, c.proxy, c.token, c.tlsConfig)
+		if w != nil {
+			// An address the client was not given may not be reachable
+			// from it: find out quickly, the configured ones are there.
+			w.dialer.Timeout = time.Second
+		}
+	}
+	c.leader.Store(&route{base: strings.TrimSuffix(leader, "/"), wire: w})
+}
+
+// arbitrated reports whether the leader answers path (the daemon forwards
+// it there from a standby): pools, leases, budgets and VM ceilings.
+func arbitrated(path string) bool {
+	for _, p := range []string{"/v1/pools", "/v1/leases", "/v1/budgets", "/v1/ceilings"} {
+		if path == p || strings.HasPrefix(path, p+"/") || strings.HasPrefix(path, p+"?") {
+			return true
+		}
+	}
+	return false
+}
+
+// sendOnce sends one request to one address; answered is false when no
 // answer was read (the daemon could not be reached, or the connection
-// broke). read's retried says the request was sent twice (a kept-alive
-// connection had been closed).
-func (c *Client) sendOnce(ctx context.Context, i int, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte, retried bool) error) (answered bool, err error) {
-	if w := c.wires[i]; w != nil { // see wire
+// broke), leader is the answer's api.LeaderHeader. read's retried says the
+// request was sent twice (a kept-alive connection had been closed).
+func (c *Client) sendOnce(ctx context.Context, to route, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte, retried bool) error) (answered bool, leader string, err error) {
+	if w := to.wire; w != nil { // see wire
 		buf := c.bufs.Get().(*bytes.Buffer)
 		defer c.putBuf(buf)
 		buf.Reset()
-		status, retried, err := w.roundTrip(ctx, method, path, payload, buf)
+		status, leader, retried, err := w.roundTrip(ctx, method, path, payload, buf)
 		if err != nil {
-			return !errors.Is(err, errNoAnswer), fmt.Errorf("client: %s %s: %w", method, path, err)
+			return !errors.Is(err, errNoAnswer), "", fmt.Errorf("client: %s %s: %w", method, path, err)
 		}
-		return true, read(status, buf.Bytes(), retried)
+		return true, leader, read(status, buf.Bytes(), retried)
 	}
-	base := c.bases[i]
 	var body io.Reader
 	if payload != nil {
 		body = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, to.base+path, body)
 	if err != nil {
-		return false, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	req.Header = hdr
 	var resp *http.Response
@@ -266,11 +371,12 @@ func (c *Client) sendOnce(ctx context.Context, i int, method, path string, paylo
 		resp, err = c.hc.Do(req)
 	}
 	if err != nil {
-		return false, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
+	leader = resp.Header.Get(api.LeaderHeader)
 	if resp.ContentLength > maxAnswerBytes {
-		return true, fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
+		return true, leader, fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
 	}
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.putBuf(buf)
@@ -279,9 +385,9 @@ func (c *Client) sendOnce(ctx context.Context, i int, method, path string, paylo
 		buf.Grow(int(resp.ContentLength))
 	}
 	if _, err := buf.ReadFrom(&io.LimitedReader{R: resp.Body, N: maxAnswerBytes}); err != nil {
-		return false, fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
 	}
-	return true, read(resp.StatusCode, buf.Bytes(), false)
+	return true, leader, read(resp.StatusCode, buf.Bytes(), false)
 }
 
 // putBuf keeps buf for reuse unless a large answer grew it.

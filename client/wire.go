@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/rpdhq/rpd/api"
 )
 
 // wire is the client's HTTP/1.1 transport to one daemon (plain or TLS): the
@@ -52,36 +54,41 @@ type wireConn struct {
 	bw *bufio.Writer
 }
 
-// wires returns the wire for each of bases that proxy (the transport's
-// Proxy) does not send through a proxy; nil for the others. https://
-// addresses are reached with tlsConfig (nil: the system's roots).
+// wires returns the wire for each of bases (see wireFor).
 func wires(bases []string, proxy func(*http.Request) (*url.URL, error), token string, tlsConfig *tls.Config) []*wire {
 	ws := make([]*wire, len(bases))
 	for i, base := range bases {
-		u, err := url.Parse(base)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			continue
-		}
-		if proxy != nil {
-			if p, err := proxy(&http.Request{URL: u}); err != nil || p != nil {
-				continue
-			}
-		}
-		w := newWire(u.Host, u.EscapedPath(), token, u.Scheme == "https")
-		if w.tls != nil {
-			cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-			if tlsConfig != nil {
-				cfg = tlsConfig.Clone()
-			}
-			if cfg.ServerName == "" {
-				cfg.ServerName = u.Hostname()
-			}
-			cfg.NextProtos = []string{"http/1.1"}
-			w.tls = cfg
-		}
-		ws[i] = w
+		ws[i] = wireFor(base, proxy, token, tlsConfig)
 	}
 	return ws
+}
+
+// wireFor returns the wire to base, or nil when proxy (the transport's
+// Proxy) sends it through a proxy. https:// addresses are reached with
+// tlsConfig (nil: the system's roots).
+func wireFor(base string, proxy func(*http.Request) (*url.URL, error), token string, tlsConfig *tls.Config) *wire {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil
+	}
+	if proxy != nil {
+		if p, err := proxy(&http.Request{URL: u}); err != nil || p != nil {
+			return nil
+		}
+	}
+	w := newWire(u.Host, u.EscapedPath(), token, u.Scheme == "https")
+	if w.tls != nil {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsConfig != nil {
+			cfg = tlsConfig.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		w.tls = cfg
+	}
+	return w
 }
 
 // newWire makes the wire to host; with secure, w.tls is a placeholder the
@@ -120,17 +127,17 @@ var errNoAnswer = errors.New("no answer")
 // roundTrip sends one request and reads the answer's body into buf. A
 // request on a kept-alive connection that the daemon had closed (its idle
 // timeout) is sent again on a new connection, once; retried says so.
-func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byte, buf *bytes.Buffer) (status int, retried bool, err error) {
+func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byte, buf *bytes.Buffer) (status int, leader string, retried bool, err error) {
 	for attempt := 0; ; attempt++ {
 		cn, reused := w.get()
 		if cn == nil {
 			nc, err := w.dial(ctx)
 			if err != nil {
-				return 0, retried, fmt.Errorf("%w: %w", errNoAnswer, err)
+				return 0, "", retried, fmt.Errorf("%w: %w", errNoAnswer, err)
 			}
 			cn = &wireConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), bw: bufio.NewWriterSize(nc, 4096)}
 		}
-		status, keep, answered, err := w.exchange(ctx, cn, method, path, payload, buf)
+		status, leader, keep, answered, err := w.exchange(ctx, cn, method, path, payload, buf)
 		if err == nil && keep {
 			w.put(cn)
 		} else {
@@ -143,7 +150,7 @@ func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byt
 		if err != nil && !answered {
 			err = fmt.Errorf("%w: %w", errNoAnswer, err)
 		}
-		return status, retried, err
+		return status, leader, retried, err
 	}
 }
 
@@ -189,7 +196,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 // exchange writes the request on cn and reads the answer. keep says cn
 // may carry another request; answered, that the answer's status line was
 // read (the daemon got the request).
-func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, payload []byte, buf *bytes.Buffer) (status int, keep, answered bool, err error) {
+func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, payload []byte, buf *bytes.Buffer) (status int, leader string, keep, answered bool, err error) {
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { cn.nc.SetDeadline(aLongTimeAgo) })
 		defer func() {
@@ -218,22 +225,22 @@ func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, 
 	bw.WriteString("\r\n")
 	bw.Write(payload)
 	if err := bw.Flush(); err != nil {
-		return 0, false, false, fmt.Errorf("write the request: %w", err)
+		return 0, "", false, false, fmt.Errorf("write the request: %w", err)
 	}
 	for {
 		status, err = readStatus(cn.br)
 		if err != nil {
-			return 0, false, false, err
+			return 0, "", false, false, err
 		}
 		h, err := readHeader(cn.br)
 		if err != nil {
-			return status, false, true, err
+			return status, "", false, true, err
 		}
 		if status >= 100 && status < 200 {
 			continue // 100 Continue and the like: the answer follows
 		}
 		keep, err = readBody(cn.br, status, h, buf)
-		return status, keep, true, err
+		return status, h.leader, keep, true, err
 	}
 }
 
@@ -258,6 +265,7 @@ type header struct {
 	length  int64 // -1: none given
 	chunked bool
 	close   bool
+	leader  string // api.LeaderHeader: the leader a standby forwarded to
 }
 
 func readHeader(br *bufio.Reader) (header, error) {
@@ -293,6 +301,8 @@ func readHeader(br *bufio.Reader) (header, error) {
 			h.chunked = true
 		case asciiEqualFold(name, "Connection"):
 			h.close = h.close || asciiEqualFold(value, "close")
+		case asciiEqualFold(name, api.LeaderHeader):
+			h.leader = string(value)
 		}
 	}
 	return h, errors.New("read the answer's header: more than 256 lines")

@@ -244,7 +244,7 @@ func TestWireUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	c := newTestClient(t, addr)
-	answered, err := c.sendOnce(context.Background(), 0, "GET", "/healthz", nil, nil, func(int, []byte, bool) error { return nil })
+	answered, _, err := c.sendOnce(context.Background(), route{base: c.bases[0], wire: c.wires[0]}, "GET", "/healthz", nil, nil, func(int, []byte, bool) error { return nil })
 	if answered || err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("answered %v err %v", answered, err)
 	}

@@ -133,6 +133,9 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		}
 		resp, err := f.roundTrip(ctx, moved, target, r, body)
 		if err == nil {
+			// Name the leader, so that a client sends its next requests
+			// there itself (client.WithFollowLeader).
+			w.Header().Set(api.LeaderHeader, l.Address)
 			copyResponse(w, resp)
 			return
 		}
