@@ -156,19 +156,26 @@ func BenchmarkStatusHTTP(b *testing.B) {
 
 // BenchmarkHAAcquireRelease is BenchmarkAcquireReleaseHTTP on a stack
 // served by two daemons: through the leader (every record write fenced by
-// its epoch) and through the standby (forwarded to the leader). Compare
-// with BenchmarkAcquireReleaseHTTP of the same run (one daemon, also the
-// leader of its stack) and of a build before replicas existed.
+// its epoch) and through the standby, as a client given only the
+// standby's address sees it: the first answer names the leader
+// (X-Rpd-Leader) and the client sends the rest there. "forwarded"
+// keeps every request on the standby (client.WithFollowLeader(false)):
+// the forward's own cost. Compare with BenchmarkAcquireReleaseHTTP of the
+// same run (one daemon, also the leader of its stack).
 func BenchmarkHAAcquireRelease(b *testing.B) {
 	dir, state := b.TempDir(), b.TempDir()
 	writeFile(b, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
 	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
 	leader := startDaemonIn(b, dir, state)
 	standby := startDaemonIn(b, dir, state)
+	forwardOnly, err := client.New(standby.addr, client.WithRetry(0), client.WithFollowLeader(false))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name string
-		td   *testDaemon
-	}{{"leader", leader}, {"standby", standby}} {
+		c    *client.Client
+	}{{"leader", leader.c}, {"standby", standby.c}, {"forwarded", forwardOnly}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			b.SetParallelism(8)
@@ -177,12 +184,12 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 			var pairs atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					l, err := bc.td.c.Acquire(ctx, "load", api.AcquireRequest{TaskID: "bench", WaitSeconds: 5})
+					l, err := bc.c.Acquire(ctx, "load", api.AcquireRequest{TaskID: "bench", WaitSeconds: 5})
 					if err != nil {
 						b.Error(err)
 						return
 					}
-					if err := bc.td.c.Release(ctx, l.LeaseID); err != nil {
+					if err := bc.c.Release(ctx, l.LeaseID); err != nil {
 						b.Error(err)
 						return
 					}
