@@ -468,7 +468,9 @@ func (r *Reconciler) reconcileClass(ctx context.Context, cs *classState, cls Cla
 	if !cs.lastRun.IsZero() {
 		cs.idleSecs += float64(cs.lastPlan.Idle) * in.Now.Sub(cs.lastRun).Seconds()
 	}
-	cs.lastRun = in.Now
+	// Status reads the plan of the pass under way (its launches are
+	// counted as they happen), not an empty one.
+	cs.lastRun, cs.lastPlan = in.Now, p
 	r.mu.Unlock()
 
 	// Launch intents left unresolved (a leader died mid-launch): the VMs
