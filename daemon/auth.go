@@ -167,6 +167,16 @@ func (p *principal) owner() string { return p.name }
 // anonymous is everyone, on a daemon that configures no credential.
 var anonymous = &principal{scopes: scopeAny}
 
+// fleetPrincipal owns the VM-ceiling claims the daemon takes for the
+// runners it launches (fleet_adapters.go): a work principal may not end
+// them through the API, an admin may.
+var fleetPrincipal = &principal{name: "rpd.fleet", scopes: scopeAdmin}
+
+// withPrincipal returns ctx carrying p, for grants the daemon takes itself.
+func withPrincipal(ctx context.Context, p *principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
 // namedToken is a token compared by the SHA-256 of its secret.
 type namedToken struct {
 	sum [sha256.Size]byte

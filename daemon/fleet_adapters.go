@@ -242,7 +242,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 	wg.Wait()
 	var ids []string
 	for _, cl := range claims {
-		if err := c.d.grants.putClaim(ctx, c.name, cl, ""); err != nil {
+		if err := c.d.grants.putClaim(withPrincipal(ctx, fleetPrincipal), c.name, cl, ""); err != nil {
 			cl.Cancel() // a claim a new leader would not know could over-book
 			errs = append(errs, err)
 			continue

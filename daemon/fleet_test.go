@@ -97,6 +97,12 @@ func TestFleetSpotFallbackStatusMetrics(t *testing.T) {
 		t.Fatalf("offer: %d %s", code, out)
 	}
 	waitFleet(t, td, "1 idle and 1 booting", func(f *api.FleetStatus) bool { return f.Idle == 1 && f.Booting == 1 })
+	// The claims of the launched VMs are the fleet's: no worker ends them.
+	for _, g := range td.d.grantsMatching(grantFilter{kind: api.KindClaim}) {
+		if g.Principal != fleetPrincipal.name {
+			t.Errorf("the fleet's claim %s is held by %q; want %s", g.ID, g.Principal, fleetPrincipal.name)
+		}
+	}
 
 	_, metrics := td.raw(t, http.MethodGet, "/metrics", "")
 	for _, want := range []string{
