@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -257,7 +258,7 @@ func (s *fleetSet) status(out *api.Components) {
 
 // statusByClass reports every fleet class.
 func (s *fleetSet) statusByClass() map[string]*api.FleetStatus {
-	list, _ := s.rec.Status()
+	list, stackErr := s.rec.Status()
 	s.mu.Lock()
 	entries := maps.Clone(s.entries)
 	s.mu.Unlock()
@@ -268,7 +269,7 @@ func (s *fleetSet) statusByClass() map[string]*api.FleetStatus {
 		st := &api.FleetStatus{
 			Leading: leading, Desired: cs.Desired, Schedule: cs.Schedule, Idle: cs.Idle, Booting: cs.Booting, Claimed: cs.Claimed,
 			Terminating: cs.Terminating, CeilingRefused: cs.CeilingRefused, VMCeiling: e.VMCeiling, UsageClass: e.UsageClass,
-			LastError: cs.LastError, LastLaunchError: cs.LastLaunchError, LastHour: cs.LastHour,
+			LastError: cmp.Or(cs.LastError, stackErr), LastLaunchError: cs.LastLaunchError, LastHour: cs.LastHour,
 			Launched: cs.Launched, Terminated: map[string]uint64{}, LaunchErrors: cs.LaunchErrors, IdleRunnerSeconds: cs.IdleSeconds,
 			SpotSnoozedUntil: timePtr(cs.SpotSnoozedUntil), LaunchBackoffUntil: timePtr(cs.LaunchBackoffUntil), LastRun: timePtr(cs.LastRun),
 		}
