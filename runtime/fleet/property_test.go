@@ -113,7 +113,14 @@ func TestFleetProperties(t *testing.T) {
 			check(fmt.Sprintf("step %d", i))
 		}
 
-		// Converge: no more disruptions, spot back, a pass every 20 s for half an hour.
+		// Converge: no more disruptions, spot back, no more recycling by
+		// max_idle_age (with the ceiling full, each replacement waits for
+		// the booting VM's claim to be confirmed and retired by a figure),
+		// a pass every 20 s for half an hour.
+		cfg.MaxIdleAge = 0
+		if err := s.configure(cfg); err != nil {
+			rt.Fatal(err)
+		}
 		s.cloud.mu.Lock()
 		s.cloud.noSpot = false
 		for _, vm := range s.cloud.vms {
