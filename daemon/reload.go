@@ -242,7 +242,9 @@ func fingerprint(doc *reconcile.RuntimeDoc) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Status reports the daemon's state for GET /v1/status.
+// Status reports the daemon's own state. On a standby its pools, budgets
+// and ceilings are idle copies that hold nothing, and Source is empty: GET
+// /v1/status shows the leader's figures instead (statusView).
 func (d *Daemon) Status() api.Status {
 	st := d.reloader.state()
 	out := api.Status{
@@ -253,6 +255,7 @@ func (d *Daemon) Status() api.Status {
 		LastReload:    st.last,
 		StartedAt:     d.started.UTC(),
 		Components:    d.comp.snapshot(),
+		Version:       buildVersion(),
 	}
 	if st.cfg != nil {
 		out.Stack = st.cfg.Stack
@@ -262,6 +265,7 @@ func (d *Daemon) Status() api.Status {
 	if d.arbitrating() {
 		out.Role = "leader"
 		out.Epoch, _ = d.elector.leading()
+		out.Source = api.SourceLeader
 	}
 	if l := d.elector.view(); l.Holder != "" {
 		out.Leader = &api.LeaderStatus{Holder: l.Holder, Address: l.Address, Mode: l.Mode, Epoch: l.Epoch, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, ConfigHash: l.ConfigHash}

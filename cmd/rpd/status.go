@@ -93,7 +93,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 
 // writeStatus renders st for humans.
 func writeStatus(w io.Writer, st api.Status) {
-	fmt.Fprintf(w, "rpd %s, stack %q, up since %s\n", st.Mode, st.Stack, st.StartedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "rpd %s, stack %q, up since %s, version %s\n", st.Mode, st.Stack, st.StartedAt.Format(time.RFC3339), st.Version)
 	hash := st.ConfigHash
 	if len(hash) > 12 {
 		hash = hash[:12]
@@ -107,6 +107,9 @@ func writeStatus(w io.Writer, st api.Status) {
 	default:
 		fmt.Fprintf(w, "Role: standby; no daemon leads the stack right now\n")
 	}
+	if lv := st.LeaderVersion; lv != nil && *lv != st.Version {
+		fmt.Fprintf(w, "WARNING: mixed versions: this daemon runs %s, the leader %s (a rolling update under way, or stuck; docs/operations.md)\n", st.Version, lv)
+	}
 	if st.Leader != nil && !st.ConfigMatchesLeader {
 		fmt.Fprintf(w, "WARNING: this daemon's configuration (hash %s) differs from the leader's; check the files of every replica\n", hash)
 	}
@@ -117,9 +120,17 @@ func writeStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "Last reload: REJECTED at %s; version %d stays active:\n%s\n", lr.At.Format(time.RFC3339), lr.ConfigVersion, indent(lr.Error, "  "))
 	}
 	c := st.Components
+	switch {
+	case st.Source == api.SourceUnavailable:
+		fmt.Fprintf(w, "WARNING: pool, budget and VM ceiling figures unavailable: %s\n", st.SourceError)
+	case st.Role != "leader" && st.Leader != nil:
+		fmt.Fprintf(w, "Figures: the leader's, fetched from %s\n", st.Leader.Address)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "\nPOOL\tTOTAL\tUSED\tAVAILABLE\tQUEUED\t\n")
+	if st.Source != api.SourceUnavailable {
+		fmt.Fprintf(tw, "\nPOOL\tTOTAL\tUSED\tAVAILABLE\tQUEUED\t\n")
+	}
 	for _, p := range c.Pools {
 		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%d\t\n", p.Name, retained(p.Retained), p.Total, p.Used, p.Available, p.Queued)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/rpdhq/rpd/internal/buildinfo"
 	"github.com/rpdhq/rpd/reconcile"
 )
 
@@ -335,7 +336,8 @@ func (s *jsonStream) emit(level, typ, msg string, body map[string]any) {
 
 // Version opens the stream, as Terraform's does.
 func (s *jsonStream) Version() {
-	s.emit("info", "version", "rpd "+version, map[string]any{"rpd": version, "ui": "1.0"})
+	v := buildinfo.Read().Version
+	s.emit("info", "version", "rpd "+v, map[string]any{"rpd": v, "ui": "1.0"})
 }
 
 // Plan streams the drift, each planned change, the warnings and the
