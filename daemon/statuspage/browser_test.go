@@ -512,7 +512,7 @@ func TestPageShowsTheLeader(t *testing.T) {
 		"last_reload":{"ok":true,"at":"2026-11-24T12:00:00Z"},"started_at":"2026-11-24T11:00:00Z",
 		"role":"standby","epoch":0,"config_matches_leader":false,
 		"leader":{"holder":"host-a","address":"http://10.0.0.2:7070","mode":"watch","epoch":7},
-		"components":{"pools":[],"budgets":[],"ceilings":[],"classes":[],"priorities":{}}}`
+		"pools":[],"budgets":[],"ceilings":[],"classes":[],"priorities":{}}`
 	for path, body := range map[string]string{"GET /v1/status": status, "GET /v1/leases": `{"leases":[]}`, "GET /v1/classes": `{"classes":[]}`} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")

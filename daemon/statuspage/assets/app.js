@@ -96,12 +96,35 @@
   async function poll() {
     clearTimeout(ui.timer);
     try {
-      const [status, leases, classes] = await Promise.all([get('v1/status'), get('v1/leases'), get('v1/classes')]);
-      ui.data = { status, leases: leases.leases || [], classes: classes.classes || [] };
-      ui.lastOK = Date.now();
+      const got = await Promise.allSettled([get('v1/status'), get('v1/leases'), get('v1/classes')]);
+      for (const g of got) if (g.status === 'rejected' && g.reason instanceof Unauthorized) throw g.reason;
+      if (got[0].status === 'rejected') throw got[0].reason;
+      // During a failover (or on a standby cut off from its leader) the
+      // figures are unknown: keep the last ones on screen, marked stale,
+      // rather than blank the page or show zeros.
+      const prev = ui.data;
+      const status = got[0].value;
+      const problems = [];
+      if (status.source === 'unavailable') {
+        problems.push(status.source_error || 'the leader does not answer');
+        for (const k of ['pools', 'budgets', 'ceilings']) status[k] = prev ? prev.status[k] : [];
+      }
+      let leases = prev ? prev.leases : [];
+      if (got[1].status === 'fulfilled') leases = got[1].value.leases || [];
+      else problems.push(got[1].reason.message);
+      let classes = prev ? prev.classes : [];
+      if (got[2].status === 'fulfilled') classes = got[2].value.classes || [];
+      else problems.push(got[2].reason.message);
+      ui.data = { status, leases, classes };
       showLogin(false);
       render();
-      setConn('live', 'ok');
+      if (problems.length === 0) {
+        ui.lastOK = Date.now();
+        setConn('live', 'ok');
+      } else {
+        const since = ui.lastOK ? ' (figures from ' + span((Date.now() - ui.lastOK) / 1000) + ' ago)' : '';
+        setConn('showing the last known figures' + since + ': ' + problems.join('; '), 'warn');
+      }
     } catch (e) {
       if (e instanceof Unauthorized) {
         ui.data = null;
@@ -142,7 +165,7 @@
     const d = ui.data;
     if (!d) return;
     const st = d.status;
-    const comp = st.components || {};
+    const comp = st;
     $('stack').textContent = 'stack ' + (st.stack || 'default');
     document.title = 'rpd · ' + (st.stack || 'default');
     renderMeta(st);
@@ -172,6 +195,17 @@
     if (st.role) {
       const epoch = st.epoch || (st.leader && st.leader.epoch);
       items.push(h('span', { class: 'badge ' + (st.role === 'leader' ? 'ok' : 'warn') }, st.role + (epoch ? ' · epoch ' + epoch : '')));
+    }
+    if (st.version) {
+      const v = st.version;
+      items.push(h('span', { title: (v.revision || '') + ' ' + (v.go_version || '') }, 'rpd ' + v.version + (v.revision ? ' ' + v.revision.slice(0, 7) : '')));
+    }
+    const lv = st.leader_version;
+    if (lv && st.version && (lv.version !== st.version.version || lv.revision !== st.version.revision)) {
+      items.push(h('span', { class: 'badge warn', title: 'a rolling update is under way, or stuck' }, 'mixed versions: leader runs ' + lv.version + (lv.revision ? ' ' + lv.revision.slice(0, 7) : '')));
+    }
+    if (st.role === 'standby' && st.source === 'leader') {
+      items.push(h('span', { class: 'badge ok', title: 'pools, budgets, ceilings and holders are the leader\'s, fetched through this standby' }, 'figures from the leader'));
     }
     if (st.leader && st.role !== 'leader') {
       const l = st.leader;
