@@ -17,6 +17,7 @@ type metrics struct {
 	reloads       *prometheus.CounterVec
 	version       prometheus.Gauge
 	unauthorized  prometheus.Counter
+	obs           *observability
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -33,6 +34,7 @@ func newMetrics(d *Daemon) *metrics {
 		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rpd_http_unauthorized_total", Help: "Requests refused for a missing or wrong bearer token."}),
 	}
+	m.obs = newObservability(m.reg)
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{

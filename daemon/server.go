@@ -61,7 +61,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
-	return d.middleware(mux, d.leaderOnly(mux))
+	return d.observe(mux, d.middleware(mux, d.leaderOnly(mux)))
 }
 
 // noRoute answers requests no pattern matched: 405 when the path exists
