@@ -146,7 +146,13 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	d.metrics.lastOK.Set(1)
 	d.metrics.lastSuccessTS.Set(float64(now.UnixNano()) / 1e9)
 	if changed {
-		d.log.Info("configuration applied", "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
+		// Only the leader applies to the backend; a standby (or a daemon
+		// before its first election) only runs the configuration.
+		msg := "configuration applied"
+		if _, err := d.elector.leading(); err != nil || d.apply == nil {
+			msg = "configuration loaded (the leader applies it to the backend)"
+		}
+		d.log.Info(msg, "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
 	}
 	if prev.rejected > 0 { // also when the fix restored what was active
 		d.log.Info(fmt.Sprintf("configuration applied again after %s", plural(prev.rejected, "rejected reload")), "version", next.version)

@@ -91,6 +91,14 @@ func TestBackupRestoreE2E(t *testing.T) {
 	if _, err := d.c.Heartbeat(context.Background(), l.LeaseID); err != nil {
 		t.Fatalf("heartbeat of the restored lease %s: %v", l.LeaseID, err)
 	}
+	// rpd destroy on a stack a watch daemon leads says what to do about it.
+	r = dst.must(1, "destroy", "-auto-approve", h.conf)
+	contains(t, r, "stderr", "stop every rpd watch of the stack first")
+	// SIGTERM on the leader says it handed the lease over.
+	d.stop(syscall.SIGTERM)
+	if !strings.Contains(d.stderr.String(), "released the leader lease") {
+		t.Errorf("the leader's log after SIGTERM does not say it released the lease:\n%s", d.stderr)
+	}
 }
 
 func grepLines(s string, subs ...string) string {
