@@ -114,7 +114,6 @@ func grepLines(s string, subs ...string) string {
 	return strings.Join(out, "\n")
 }
 
-
 // usedOf is the used slots of pool name in st, -1 when it is not listed.
 func usedOf(st api.Status, name string) int {
 	for _, p := range st.Pools {
