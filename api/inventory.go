@@ -56,6 +56,9 @@ type QueuedPriority struct {
 	// OldestWaitSeconds is how long the longest-waiting request has waited
 	// (pools; 0 otherwise).
 	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+	// TaskIDs names the first of the waiting requests (pools; at most 10),
+	// in the order they are served.
+	TaskIDs []string `json:"task_ids,omitempty"`
 }
 
 // PoolDetail is the body of GET /v1/pools/{name}: the status and every

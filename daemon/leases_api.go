@@ -167,7 +167,7 @@ func withPoolHolding(mgr *pools.Manager, st *api.PoolStatus) []api.Grant {
 	}
 	st.Leases = len(holders)
 	for _, q := range queue {
-		st.QueuedByPriority = append(st.QueuedByPriority, api.QueuedPriority{Priority: q.Priority, Requests: q.Requests, Slots: q.Slots, OldestWaitSeconds: q.Oldest.Seconds()})
+		st.QueuedByPriority = append(st.QueuedByPriority, api.QueuedPriority{Priority: q.Priority, Requests: q.Requests, Slots: q.Slots, OldestWaitSeconds: q.Oldest.Seconds(), TaskIDs: q.TaskIDs})
 	}
 	out := make([]api.Grant, 0, len(holders))
 	for _, h := range holders {

@@ -31,7 +31,14 @@ type QueuedPriority struct {
 	Requests int
 	Slots    int           // slots they ask for together
 	Oldest   time.Duration // how long the longest-waiting of them has waited
+	// TaskIDs are the task IDs of the first MaxListedWaiters of them, in
+	// the order they are served (first come first).
+	TaskIDs []string
 }
+
+// MaxListedWaiters bounds QueuedPriority.TaskIDs, so that a status read
+// stays small with thousands waiting.
+const MaxListedWaiters = 10
 
 // Holders reports the leases held in pool, oldest grant first (then by ID),
 // and its waiting requests by priority, highest first (the order they are
@@ -61,6 +68,11 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		holders = append(holders, h)
 	}
 	byPrio := map[int]*QueuedPriority{}
+	type named struct {
+		seq    uint64
+		taskID string
+	}
+	first := map[int][]named{} // per priority, the MaxListedWaiters lowest seqs
 	for _, w := range p.waiters {
 		q := byPrio[w.priority]
 		if q == nil {
@@ -70,8 +82,28 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		q.Requests++
 		q.Slots += w.lease.slots
 		q.Oldest = max(q.Oldest, now.Sub(w.enqueued))
+		f := append(first[w.priority], named{w.seq, w.lease.taskID})
+		if len(f) > MaxListedWaiters {
+			// Drop the latest: O(MaxListedWaiters) per waiter.
+			last := 0
+			for i := range f {
+				if f[i].seq > f[last].seq {
+					last = i
+				}
+			}
+			f = slices.Delete(f, last, last+1)
+		}
+		first[w.priority] = f
 	}
 	p.mu.Unlock()
+	for prio, f := range first {
+		slices.SortFunc(f, func(a, b named) int { return cmp.Compare(a.seq, b.seq) })
+		ids := make([]string, len(f))
+		for i, n := range f {
+			ids[i] = n.taskID
+		}
+		byPrio[prio].TaskIDs = ids
+	}
 
 	slices.SortFunc(holders, func(a, b Holder) int {
 		if c := a.GrantedAt.Compare(b.GrantedAt); c != 0 {

@@ -295,11 +295,25 @@
       h('span', { class: 'bar-text' }, text));
   }
 
+  function plural(n, noun) { return n + ' ' + noun + (n === 1 ? '' : 's'); }
+
+  // priorityName names a weight by the priority blocks that declare it.
+  function priorityName(w) {
+    const prios = (ui.data && ui.data.status.priorities) || {};
+    const names = Object.keys(prios).filter((n) => prios[n] === w).sort();
+    return names.length ? names.join('/') + ' (' + w + ')' : String(w);
+  }
+
   function queueText(q) {
     if (!q || q.length === 0) return null;
-    return h('div', { class: 'queue' }, 'waiting: ', q.map((e) =>
-      h('span', { class: 'chip' }, e.requests + ' at priority ' + e.priority + (e.slots ? ' (' + e.slots + ' slots)' : '') +
-        (e.oldest_wait_seconds ? ', oldest ' + span(e.oldest_wait_seconds) : ''))));
+    return h('div', { class: 'queue' }, 'waiting: ', q.map((e) => {
+      const ids = e.task_ids || [];
+      const more = e.requests - ids.length;
+      return h('span', { class: 'chip', title: ids.length ? 'first in line: ' + ids.join(', ') + (more > 0 ? ' and ' + more + ' more' : '') : '' },
+        plural(e.requests, 'request') + ' at priority ' + priorityName(e.priority) + (e.slots ? ' (' + plural(e.slots, 'slot') + ')' : '') +
+        (e.oldest_wait_seconds ? ', oldest ' + span(e.oldest_wait_seconds) : '') +
+        (ids.length ? ': ' + ids.join(', ') + (more > 0 ? ' +' + more : '') : ''));
+    }));
   }
 
   function retainedBadge(x) { return x.retained ? h('span', { class: 'badge warn' }, 'removed, in use') : null; }
@@ -327,7 +341,7 @@
         detail: () => table([
           { title: 'task', cell: (g) => h('code', {}, g.task_id || '(none)') },
           { title: 'slots', num: true, cell: (g) => g.slots },
-          { title: 'priority', num: true, cell: (g) => g.priority },
+          { title: 'priority', num: true, cell: (g) => priorityName(g.priority) },
           ...timeCols,
           { title: 'lease', cell: (g) => h('code', { class: 'id' }, g.id) },
         ], grants, 'No holders.'),
