@@ -43,6 +43,10 @@ type Grant struct {
 // GrantList is the body of GET /v1/leases.
 type GrantList struct {
 	Leases []Grant `json:"leases"`
+	// Total counts the grants the filter selects, all pages together;
+	// NextOffset, when more follow, is the ?offset= of the next page.
+	Total      int `json:"total"`
+	NextOffset int `json:"next_offset,omitempty"`
 }
 
 // QueuedPriority is the requests waiting at one priority: pools serve the

@@ -25,7 +25,7 @@ func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
 	for _, cl := range list {
 		out.Classes = append(out.Classes, d.classDetail(r.Context(), cl))
 	}
-	_ = writeJSON(w, http.StatusOK, out)
+	_ = writeJSONConditional(w, r, out)
 }
 
 func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {

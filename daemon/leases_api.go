@@ -52,7 +52,12 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, api.GrantList{Leases: d.grantsMatching(f)})
+	list, err := page(d.grantsMatching(f), r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	_ = writeJSONConditional(w, r, list)
 }
 
 // grantsMatching lists the grants f selects: pool leases by pool, then

@@ -319,7 +319,7 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
-	_ = writeJSON(w, http.StatusOK, d.statusView(r))
+	_ = writeJSONConditional(w, r, d.statusView(r))
 }
 
 func (d *Daemon) reloadRoute(w http.ResponseWriter, r *http.Request) {

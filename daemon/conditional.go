@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/rpdhq/rpd/api"
+)
+
+// The status page polls GET /v1/status, /v1/leases and /v1/classes every
+// second for every open tab. writeJSONConditional answers those with an
+// ETag (a hash of the body) and a bodiless 304 when the client already has
+// it, so that an idle stack costs a tab a few hundred bytes a second
+// instead of the whole inventory. The body is still built: what it saves
+// is bytes on the wire and the client's parsing, not the daemon's work.
+
+// writeJSONConditional writes v as writeJSON does, with an ETag, or 304
+// Not Modified when r's If-None-Match names it.
+func writeJSONConditional(w http.ResponseWriter, r *http.Request, v any) error {
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer putBuf(&answerBufs, buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the response"}}`, http.StatusInternalServerError)
+		return err
+	}
+	h := fnv.New64a()
+	h.Write(buf.Bytes())
+	etag := fmt.Sprintf(`"%016x"`, h.Sum64())
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Cache-Control", "no-cache") // may be stored, must be revalidated
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return nil
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// etagMatch reports whether an If-None-Match header lists etag (or is *).
+func etagMatch(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// maxLeasesLimit bounds ?limit= of GET /v1/leases.
+const maxLeasesLimit = 10000
+
+// page cuts grants to ?offset= and ?limit= (no limit: all of them) and
+// says how many there are in all.
+func page(grants []api.Grant, q map[string][]string) (api.GrantList, error) {
+	get := func(name string) (int, bool, error) {
+		v := q[name]
+		if len(v) == 0 || v[0] == "" {
+			return 0, false, nil
+		}
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 0 {
+			return 0, false, badRequest("?%s=%q: use a whole number from 0", name, v[0])
+		}
+		return n, true, nil
+	}
+	offset, _, err := get("offset")
+	if err != nil {
+		return api.GrantList{}, err
+	}
+	limit, limited, err := get("limit")
+	if err != nil {
+		return api.GrantList{}, err
+	}
+	if limited && (limit < 1 || limit > maxLeasesLimit) {
+		return api.GrantList{}, badRequest("?limit=%d: use 1 to %d", limit, maxLeasesLimit)
+	}
+	out := api.GrantList{Total: len(grants)}
+	start := min(offset, len(grants))
+	end := len(grants)
+	if limited {
+		end = min(start+limit, len(grants))
+	}
+	out.Leases = grants[start:end]
+	if end < len(grants) {
+		out.NextOffset = end
+	}
+	return out, nil
+}
