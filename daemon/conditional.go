@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -59,40 +60,61 @@ func etagMatch(header, etag string) bool {
 // maxLeasesLimit bounds ?limit= of GET /v1/leases.
 const maxLeasesLimit = 10000
 
-// page cuts grants to ?offset= and ?limit= (no limit: all of them) and
-// says how many there are in all.
-func page(grants []api.Grant, q map[string][]string) (api.GrantList, error) {
+// grantWindow is one page of GET /v1/leases: ?offset= and ?limit= (no
+// limit: every grant), the grants inside it, and how many there are in all.
+type grantWindow struct {
+	offset, limit int // limit < 0: none
+	total         int
+	out           []api.Grant
+}
+
+// pageBounds reads ?offset= and ?limit=.
+func pageBounds(q url.Values) (grantWindow, error) {
 	get := func(name string) (int, bool, error) {
-		v := q[name]
-		if len(v) == 0 || v[0] == "" {
+		v := q.Get(name)
+		if v == "" {
 			return 0, false, nil
 		}
-		n, err := strconv.Atoi(v[0])
+		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, false, badRequest("?%s=%q: use a whole number from 0", name, v[0])
+			return 0, false, badRequest("?%s=%q: use a whole number from 0", name, v)
 		}
 		return n, true, nil
 	}
 	offset, _, err := get("offset")
 	if err != nil {
-		return api.GrantList{}, err
+		return grantWindow{}, err
 	}
 	limit, limited, err := get("limit")
 	if err != nil {
-		return api.GrantList{}, err
+		return grantWindow{}, err
 	}
-	if limited && (limit < 1 || limit > maxLeasesLimit) {
-		return api.GrantList{}, badRequest("?limit=%d: use 1 to %d", limit, maxLeasesLimit)
+	if !limited {
+		limit = -1
+	} else if limit < 1 || limit > maxLeasesLimit {
+		return grantWindow{}, badRequest("?limit=%d: use 1 to %d", limit, maxLeasesLimit)
 	}
-	out := api.GrantList{Total: len(grants)}
-	start := min(offset, len(grants))
-	end := len(grants)
-	if limited {
-		end = min(start+limit, len(grants))
+	return grantWindow{offset: offset, limit: limit, out: []api.Grant{}}, nil
+}
+
+// add counts one grant and keeps it when it falls inside the window:
+// build makes it (called only then), or g is it already made.
+func (w *grantWindow) add(build func() api.Grant, g *api.Grant) {
+	if w.total >= w.offset && (w.limit < 0 || len(w.out) < w.limit) {
+		if g == nil {
+			v := build()
+			g = &v
+		}
+		w.out = append(w.out, *g)
 	}
-	out.Leases = grants[start:end]
-	if end < len(grants) {
-		out.NextOffset = end
+	w.total++
+}
+
+// list is the answer: the page, the total and the next page's offset.
+func (w *grantWindow) list() api.GrantList {
+	l := api.GrantList{Leases: w.out, Total: w.total}
+	if end := w.offset + len(w.out); w.limit >= 0 && end < w.total {
+		l.NextOffset = end
 	}
-	return out, nil
+	return l
 }

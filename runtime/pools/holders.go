@@ -67,6 +67,37 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		}
 		holders = append(holders, h)
 	}
+	queued := p.queuedLocked(now)
+	p.mu.Unlock()
+
+	slices.SortFunc(holders, func(a, b Holder) int {
+		if c := a.GrantedAt.Compare(b.GrantedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return holders, queued, nil
+}
+
+// Waiting reports how many leases pool holds and its waiting requests by
+// priority, as Holders does, without listing the holders: O(q) for q
+// waiters, for a status read that only counts them. An unknown pool fails
+// with ErrUnknownPool.
+func (m *Manager) Waiting(pool string) (holders int, queued []QueuedPriority, err error) {
+	p, err := m.pool(pool)
+	if err != nil {
+		return 0, nil, err
+	}
+	now := m.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.holders), p.queuedLocked(now), nil
+}
+
+// queuedLocked summarises p's waiters by priority, highest first (the
+// order they are served in), naming the first MaxListedWaiters of each.
+// p.mu is held.
+func (p *pool) queuedLocked(now time.Time) []QueuedPriority {
 	byPrio := map[int]*QueuedPriority{}
 	type named struct {
 		seq    uint64
@@ -95,7 +126,6 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		}
 		first[w.priority] = f
 	}
-	p.mu.Unlock()
 	for prio, f := range first {
 		slices.SortFunc(f, func(a, b named) int { return cmp.Compare(a.seq, b.seq) })
 		ids := make([]string, len(f))
@@ -104,17 +134,10 @@ func (m *Manager) Holders(pool string) ([]Holder, []QueuedPriority, error) {
 		}
 		byPrio[prio].TaskIDs = ids
 	}
-
-	slices.SortFunc(holders, func(a, b Holder) int {
-		if c := a.GrantedAt.Compare(b.GrantedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 	queued := make([]QueuedPriority, 0, len(byPrio))
 	for _, q := range byPrio {
 		queued = append(queued, *q)
 	}
 	slices.SortFunc(queued, func(a, b QueuedPriority) int { return cmp.Compare(b.Priority, a.Priority) })
-	return holders, queued, nil
+	return queued
 }
