@@ -136,4 +136,7 @@ type ClassList struct {
 // InstanceList is the body of GET /v1/classes/{class}/instances.
 type InstanceList struct {
 	Instances []Instance `json:"instances"`
+	// Total and NextOffset page the list as GrantList's do.
+	Total      int `json:"total"`
+	NextOffset int `json:"next_offset,omitempty"`
 }

@@ -9,8 +9,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-
-	"github.com/rpdhq/rpd/api"
 )
 
 // The status page polls GET /v1/status, /v1/leases and /v1/classes every
@@ -57,19 +55,20 @@ func etagMatch(header, etag string) bool {
 	return false
 }
 
-// maxLeasesLimit bounds ?limit= of GET /v1/leases.
-const maxLeasesLimit = 10000
+// maxListLimit bounds ?limit= of the paged lists.
+const maxListLimit = 10000
 
-// grantWindow is one page of GET /v1/leases: ?offset= and ?limit= (no
-// limit: every grant), the grants inside it, and how many there are in all.
-type grantWindow struct {
+// window is one page of a list answer (GET /v1/leases, GET
+// /v1/classes/{class}/instances): ?offset= and ?limit= (no limit: every
+// item), the items inside it, and how many there are in all.
+type window[T any] struct {
 	offset, limit int // limit < 0: none
 	total         int
-	out           []api.Grant
+	out           []T
 }
 
 // pageBounds reads ?offset= and ?limit=.
-func pageBounds(q url.Values) (grantWindow, error) {
+func pageBounds[T any](q url.Values) (window[T], error) {
 	get := func(name string) (int, bool, error) {
 		v := q.Get(name)
 		if v == "" {
@@ -83,38 +82,33 @@ func pageBounds(q url.Values) (grantWindow, error) {
 	}
 	offset, _, err := get("offset")
 	if err != nil {
-		return grantWindow{}, err
+		return window[T]{}, err
 	}
 	limit, limited, err := get("limit")
 	if err != nil {
-		return grantWindow{}, err
+		return window[T]{}, err
 	}
 	if !limited {
 		limit = -1
-	} else if limit < 1 || limit > maxLeasesLimit {
-		return grantWindow{}, badRequest("?limit=%d: use 1 to %d", limit, maxLeasesLimit)
+	} else if limit < 1 || limit > maxListLimit {
+		return window[T]{}, badRequest("?limit=%d: use 1 to %d", limit, maxListLimit)
 	}
-	return grantWindow{offset: offset, limit: limit, out: []api.Grant{}}, nil
+	return window[T]{offset: offset, limit: limit, out: []T{}}, nil
 }
 
-// add counts one grant and keeps it when it falls inside the window:
-// build makes it (called only then), or g is it already made.
-func (w *grantWindow) add(build func() api.Grant, g *api.Grant) {
+// add counts one item and keeps it when it falls inside the window; build
+// makes it, and is called only then.
+func (w *window[T]) add(build func() T) {
 	if w.total >= w.offset && (w.limit < 0 || len(w.out) < w.limit) {
-		if g == nil {
-			v := build()
-			g = &v
-		}
-		w.out = append(w.out, *g)
+		w.out = append(w.out, build())
 	}
 	w.total++
 }
 
-// list is the answer: the page, the total and the next page's offset.
-func (w *grantWindow) list() api.GrantList {
-	l := api.GrantList{Leases: w.out, Total: w.total}
+// next is the ?offset= of the next page, 0 when none follows.
+func (w *window[T]) next() int {
 	if end := w.offset + len(w.out); w.limit >= 0 && end < w.total {
-		l.NextOffset = end
+		return end
 	}
-	return l
+	return 0
 }

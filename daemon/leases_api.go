@@ -52,13 +52,13 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	win, err := pageBounds(r.URL.Query())
+	win, err := pageBounds[api.Grant](r.URL.Query())
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	d.grantsMatching(f, &win)
-	_ = writeJSONConditional(w, r, win.list())
+	_ = writeJSONConditional(w, r, api.GrantList{Leases: win.out, Total: win.total, NextOffset: win.next()})
 }
 
 // grantsMatching adds the grants f selects to win: pool leases by pool,
@@ -66,17 +66,17 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 // converted to api.Grant (unless f filters by task ID, which needs them
 // all): a page of 100 of 10,000 holders costs the counting, not 10,000
 // answers.
-func (d *Daemon) grantsMatching(f grantFilter, win *grantWindow) {
+func (d *Daemon) grantsMatching(f grantFilter, win *window[api.Grant]) {
 	consider := func(kind, component string, build func() api.Grant) {
 		if (f.kind != "" && f.kind != kind) || (f.component != "" && f.component != component) {
 			return
 		}
 		if f.taskID == "" {
-			win.add(build, nil)
+			win.add(build)
 			return
 		}
 		if g := build(); f.match(g) {
-			win.add(nil, &g)
+			win.add(func() api.Grant { return g })
 		}
 	}
 	if f.kind == "" || f.kind == api.KindPool {
