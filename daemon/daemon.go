@@ -441,11 +441,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	election.Wait()
 	if !errors.Is(err, ErrSteppedDown) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		epoch := d.elector.epoch.Load()
 		if rerr := d.elector.resign(rctx); rerr != nil {
 			d.log.Warn("could not release the leader lease; a standby takes over when it runs out", "err", rerr)
-		} else if epoch != 0 {
-			d.log.Info("released the leader lease; a standby takes over at once", "epoch", epoch)
 		}
 		cancel()
 	}
