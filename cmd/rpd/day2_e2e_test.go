@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/local"
+	"github.com/rpdhq/rpd/internal/awstest"
+	"github.com/rpdhq/rpd/runtime/pools"
 )
 
 // A standby shows the leader's figures, says so, and says when it cannot
@@ -122,4 +127,52 @@ func usedOf(st api.Status, name string) int {
 		}
 	}
 	return -1
+}
+
+// The migration path through the CLI: a stack applied on the local
+// backend, with a lease held, is backed up, restored into the aws backend
+// (on the emulators; restore creates the tables), served there with the
+// lease counted, and moved back to a fresh local directory.
+func TestMigrateToAWSAndBackE2E(t *testing.T) {
+	ep := awstest.Start(t)
+	const body = "pool \"p\" {\n  slots = 2\n}\n"
+	src := newWorkdir(t)
+	src.write("main.hcl", "rpd {\n  stack = \"mig\"\n}\n"+body)
+	src.must(0, "apply", "-auto-approve", "-no-color", ".")
+	ctx := context.Background()
+	lb, err := local.Open(ctx, filepath.Join(src.dir, ".rpd", "state.db"), local.Options{Stack: "mig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	err = lb.PoolStore().PutLease(ctx, pools.LeaseRecord{LeaseID: "p/r-moved", Pool: "p", TaskID: "mover", Slots: 1, GrantedAt: now, ExpiresAt: now.Add(10 * time.Minute), TTL: 10 * time.Minute})
+	lb.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bak := filepath.Join(t.TempDir(), "mig.rpdbak")
+	src.must(0, "backup", "-out", bak, ".")
+
+	awsConf := newWorkdir(t, ep.Env()...)
+	awsConf.write("main.hcl", fmt.Sprintf("rpd {\n  stack = \"mig\"\n  ha {\n    lease = \"2s\"\n  }\n  backend \"aws\" {\n    region       = %q\n    table_prefix = \"rpd-mig\"\n  }\n}\n", awstest.Region)+body)
+	r := awsConf.must(0, "restore", "-in", bak, ".")
+	contains(t, r, "stdout", "1 pool lease(s)")
+	d := startRPD(t, awsConf.dir, ep.Env(), "watch", awsConf.dir)
+	st := d.waitStatus("leader", func(s api.Status) bool { return s.Role == "leader" })
+	if usedOf(st, "p") != 1 {
+		t.Fatalf("on aws after the restore: pools %+v; want the moved lease counted", st.Pools)
+	}
+	if _, err := d.c.Heartbeat(ctx, "p.r-moved"); err != nil {
+		t.Fatalf("heartbeat of the moved lease on aws: %v", err)
+	}
+	back := filepath.Join(t.TempDir(), "back.rpdbak")
+	awsConf.must(0, "backup", "-out", back, ".")
+
+	dst := newWorkdir(t)
+	dst.write("main.hcl", "rpd {\n  stack = \"mig\"\n}\n"+body)
+	dst.must(0, "restore", "-in", back, ".")
+	r = dst.must(0, "state", "list", ".")
+	contains(t, r, "stdout", "pool.p")
+	r = dst.must(0, "plan", "-no-color", ".")
+	contains(t, r, "stdout", "No changes")
 }
