@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/backend/snapshot"
@@ -76,7 +78,12 @@ func runBackup(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "rpd backup: %s: nothing to back up (run rpd apply or rpd watch first)\n", b.Where)
 		return 1
 	}
-	snap, err := snapshot.Take(ctx, stores(b), cfg.Stack, classNames(cfg))
+	classes, err := classNames(ctx, cfg, b)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rpd backup: %s: %v\n", b.Where, err)
+		return 1
+	}
+	snap, err := snapshot.Take(ctx, stores(b), cfg.Stack, classes)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "rpd backup: %s: %v\n", b.Where, err)
 		return 1
@@ -154,12 +161,22 @@ func stores(b *open.Backend) snapshot.Stores {
 	return snapshot.Stores{State: b.State, Leader: b.Leader, Pools: b.Pools, Grants: b.Grants, Instances: b.Instances}
 }
 
-func classNames(cfg *spec.Config) []string {
-	names := make([]string, 0, len(cfg.RunnerClasses))
+// classNames are the runner classes whose instances a backup holds: those
+// of the configuration and those of the applied state (a serve
+// deployment's configuration may only name the backend).
+func classNames(ctx context.Context, cfg *spec.Config, b *open.Backend) ([]string, error) {
+	names := map[string]bool{}
 	for _, rc := range cfg.RunnerClasses {
-		names = append(names, rc.Name)
+		names[rc.Name] = true
 	}
-	return names
+	doc, _, err := reconcile.ReadApplied(ctx, b.State, cfg.Stack)
+	if err != nil {
+		return nil, fmt.Errorf("read the applied runner classes: %w", err)
+	}
+	for name := range doc.RunnerClasses {
+		names[name] = true
+	}
+	return slices.Sorted(maps.Keys(names)), nil
 }
 
 // writeFileAtomic writes path through a temporary file in its directory,
