@@ -68,7 +68,7 @@ type Grant struct {
 }
 
 // Stores is what Take reads and Restore writes: the backend's stores, as
-// backend/open assembles them.
+// internal/open assembles them.
 type Stores struct {
 	State     backend.StateStore
 	Leader    backend.LeaderStore

@@ -13,9 +13,9 @@ import (
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/aws"
 	"github.com/rpdhq/rpd/backend/local"
-	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/backend/snapshot"
 	"github.com/rpdhq/rpd/internal/awstest"
+	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )

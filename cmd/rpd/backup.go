@@ -9,9 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/rpdhq/rpd/backend/open"
 	"github.com/rpdhq/rpd/backend/snapshot"
 	"github.com/rpdhq/rpd/internal/buildinfo"
+	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
