@@ -36,8 +36,8 @@ exits, fails to start, or rpd run is interrupted. The exit status is CMD's
   126  CMD could not be executed; 127 CMD was not found
   130  interrupted before CMD started
 
-While it waits for slots it prints, every -progress, the pool's use and the
-requests waiting by priority.
+While it waits for slots it prints, every -progress, the pool's use, the
+requests waiting by priority and its position in line.
 
 Lost lease: the lease is lost when a heartbeat is answered 404 (it
 expired, or was released) or no heartbeat is acknowledged before it
@@ -130,7 +130,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 
 	acqCtx, stopProgress := context.WithCancel(ctx)
 	if *progress > 0 {
-		go waitProgress(acqCtx, c, *pool, or(*priority, "0"), *slots, *progress, say)
+		go waitProgress(acqCtx, c, *pool, req, *progress, say)
 	}
 	sentAt := time.Now()
 	lease, err := acquireLoop(acqCtx, c, *pool, req, *wait, &sentAt)

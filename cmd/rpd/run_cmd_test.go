@@ -66,7 +66,7 @@ func TestRunAgainstADaemon(t *testing.T) {
 	}
 	r = wd.must(exitAcquireTimeout, "run", "-addr", ld.addr, "-pool", "db", "-wait", "1500ms", "-progress", "1s", "--", "true")
 	contains(t, r, "stderr", "acquire 1 slot(s) of pool db")
-	contains(t, r, "stderr", "waiting 1s for 1 slot(s) of pool db (priority 0): 1/1 used, 1 waiting (1 at priority 0)")
+	contains(t, r, "stderr", "waiting 1s for 1 slot(s) of pool db (priority 0): 1/1 used, 1 waiting (1 at priority 0); position 1 in line")
 	if err := ld.c.Release(context.Background(), hold.LeaseID); err != nil {
 		t.Fatal(err)
 	}
@@ -415,5 +415,27 @@ func TestRunStopsTheCommandOnALostLease(t *testing.T) {
 				t.Errorf("stderr does not say the lease expired:\n%s", stderr.String())
 			}
 		})
+	}
+}
+
+func TestPositionText(t *testing.T) {
+	q := []api.QueuedPriority{
+		{Priority: 100, Requests: 2, TaskIDs: []string{"a", "b"}},
+		{Priority: 0, Requests: 12, TaskIDs: []string{"c", "me", "d", "dup", "dup"}},
+	}
+	for _, tc := range []struct {
+		weight int
+		task   string
+		want   string
+	}{
+		{0, "me", "position 4 in line"},
+		{100, "b", "position 2 in line"},
+		{0, "unlisted", "2 ahead of it at higher priorities"},
+		{0, "dup", "2 ahead of it at higher priorities"}, // two of that name: unknown which
+		{200, "x", "0 ahead of it at higher priorities"},
+	} {
+		if got := positionText(q, tc.weight, tc.task); got != tc.want {
+			t.Errorf("positionText(%d, %q) = %q; want %q", tc.weight, tc.task, got, tc.want)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -139,8 +141,15 @@ func stopCommand(cmd *exec.Cmd, ownGroup bool, grace time.Duration, exited <-cha
 // waitProgress says, while an acquire waits, where the request stands:
 // the pool's use and how many requests of at least its priority wait
 // ahead of it. It prints after a second, then every interval.
-func waitProgress(ctx context.Context, c *client.Client, pool string, priority string, slots int, interval time.Duration, say func(string, ...any)) {
+func waitProgress(ctx context.Context, c *client.Client, pool string, req api.AcquireRequest, interval time.Duration, say func(string, ...any)) {
 	start := time.Now()
+	priority, weight, known := "0", 0, true
+	switch {
+	case req.Priority != nil:
+		priority, weight = strconv.Itoa(*req.Priority), *req.Priority
+	case req.PriorityName != "":
+		priority, known = req.PriorityName, false
+	}
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	for {
@@ -150,6 +159,11 @@ func waitProgress(ctx context.Context, c *client.Client, pool string, priority s
 		case <-t.C:
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if !known { // a priority name: its weight, once
+			if st, err := c.Status(pctx); err == nil {
+				weight, known = st.Priorities[req.PriorityName]
+			}
+		}
 		p, err := c.Pool(pctx, pool)
 		cancel()
 		waited := time.Since(start).Round(time.Second)
@@ -157,12 +171,35 @@ func waitProgress(ctx context.Context, c *client.Client, pool string, priority s
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			say("waiting %v for %d slot(s) of pool %s (priority %s); its status is unavailable: %v", waited, slots, pool, priority, err)
+			say("waiting %v for %d slot(s) of pool %s (priority %s); its status is unavailable: %v", waited, req.Slots, pool, priority, err)
 		default:
-			say("waiting %v for %d slot(s) of pool %s (priority %s): %d/%d used, %s", waited, slots, pool, priority, p.Used, p.Total, queueText(p.QueuedByPriority))
+			line := fmt.Sprintf("waiting %v for %d slot(s) of pool %s (priority %s): %d/%d used, %s", waited, req.Slots, pool, priority, p.Used, p.Total, queueText(p.QueuedByPriority))
+			if known {
+				line += "; " + positionText(p.QueuedByPriority, weight, req.TaskID)
+			}
+			say("%s", line)
 		}
 		t.Reset(interval)
 	}
+}
+
+// positionText says where a request of task taskID at weight stands in
+// q (served highest priority first, first come first within one): its
+// position when the daemon named it among the first waiters of its
+// priority, else how many wait ahead of it at higher priorities.
+func positionText(q []api.QueuedPriority, weight int, taskID string) string {
+	ahead := 0
+	for _, e := range q {
+		switch {
+		case e.Priority > weight:
+			ahead += e.Requests
+		case e.Priority == weight:
+			if i := slices.Index(e.TaskIDs, taskID); i >= 0 && slices.Index(e.TaskIDs[i+1:], taskID) < 0 {
+				return fmt.Sprintf("position %d in line", ahead+i+1)
+			}
+		}
+	}
+	return fmt.Sprintf("%d ahead of it at higher priorities", ahead)
 }
 
 // queueText renders the waiting requests by priority, highest first:
