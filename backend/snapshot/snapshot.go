@@ -58,6 +58,8 @@ type PoolLease struct {
 	GrantedAt time.Time     `json:"granted_at"`
 	ExpiresAt time.Time     `json:"expires_at,omitzero"`
 	TTL       time.Duration `json:"ttl_ns,omitempty"`
+	// Owner is the principal that took the lease (docs/security.md).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Grant is one budget permit or VM-ceiling claim record: its ID and the

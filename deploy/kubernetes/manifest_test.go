@@ -10,6 +10,7 @@ package kubernetes_test
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,8 @@ func objects(t *testing.T, path string) []any {
 			obj = &appsv1.Deployment{}
 		case "policy/v1 PodDisruptionBudget":
 			obj = &policyv1.PodDisruptionBudget{}
+		case "cert-manager.io/v1 Certificate":
+			obj = &certificate{}
 		default:
 			t.Fatalf("%s document %d: %s %s is not one the test knows; add it", path, i+1, tm.APIVersion, tm.Kind)
 		}
@@ -64,6 +67,7 @@ func TestManifest(t *testing.T) {
 		svc    *corev1.Service
 		deploy *appsv1.Deployment
 		pdb    *policyv1.PodDisruptionBudget
+		certs  []*certificate
 	)
 	for _, o := range objects(t, "rpd.yaml") {
 		switch o := o.(type) {
@@ -77,6 +81,8 @@ func TestManifest(t *testing.T) {
 			deploy = o
 		case *policyv1.PodDisruptionBudget:
 			pdb = o
+		case *certificate:
+			certs = append(certs, o)
 		}
 	}
 	if sa == nil || cm == nil || svc == nil || deploy == nil || pdb == nil {
@@ -146,6 +152,9 @@ func TestManifest(t *testing.T) {
 		if v.ConfigMap != nil && v.ConfigMap.Name != cm.Name {
 			t.Errorf("volume %s names ConfigMap %s; the manifest has %s", v.Name, v.ConfigMap.Name, cm.Name)
 		}
+		if v.Secret != nil && strings.Contains(v.Name, "tls") && !slices.ContainsFunc(certs, func(c *certificate) bool { return c.Spec.SecretName == v.Secret.SecretName }) {
+			t.Errorf("volume %s mounts secret %s, which no Certificate of the manifest makes", v.Name, v.Secret.SecretName)
+		}
 	}
 	if s := c.SecurityContext; s == nil || s.ReadOnlyRootFilesystem == nil || !*s.ReadOnlyRootFilesystem || s.AllowPrivilegeEscalation == nil || *s.AllowPrivilegeEscalation {
 		t.Error("the container may write its root filesystem or escalate privileges")
@@ -153,6 +162,34 @@ func TestManifest(t *testing.T) {
 	if u := deploy.Spec.Strategy.RollingUpdate; u == nil || u.MaxUnavailable == nil || u.MaxUnavailable.IntValue() != 0 {
 		t.Error("the rolling update may stop an old replica before a new one is ready; set maxUnavailable: 0 (docs/operations.md)")
 	}
+}
+
+// certificate is cert-manager's Certificate (cert-manager.io/v1), the
+// fields the manifest may use: decoded strictly, a misspelt one fails
+// here too, without depending on cert-manager's module.
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		SecretName  string   `json:"secretName"`
+		Duration    string   `json:"duration,omitempty"`
+		RenewBefore string   `json:"renewBefore,omitempty"`
+		CommonName  string   `json:"commonName,omitempty"`
+		DNSNames    []string `json:"dnsNames,omitempty"`
+		IPAddresses []string `json:"ipAddresses,omitempty"`
+		Usages      []string `json:"usages,omitempty"`
+		PrivateKey  *struct {
+			Algorithm      string `json:"algorithm,omitempty"`
+			Size           int    `json:"size,omitempty"`
+			Encoding       string `json:"encoding,omitempty"`
+			RotationPolicy string `json:"rotationPolicy,omitempty"`
+		} `json:"privateKey,omitempty"`
+		IssuerRef struct {
+			Name  string `json:"name"`
+			Kind  string `json:"kind,omitempty"`
+			Group string `json:"group,omitempty"`
+		} `json:"issuerRef"`
+	} `json:"spec"`
 }
 
 // imageTag is the tag of an image reference ("" when none; a digest counts
