@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -109,7 +110,14 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		fmt.Fprintf(e.stderr, "rpd run: -kill-grace %v must not be negative\n", *killGrace)
 		return exitRunUsage
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(e.stderr, "rpd run: "+format+"\n", args...) }
+	// say is called from the progress, heartbeat and stopping goroutines
+	// too: one line at a time.
+	var sayMu sync.Mutex
+	say := func(format string, args ...any) {
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		fmt.Fprintf(e.stderr, "rpd run: "+format+"\n", args...)
+	}
 	c, err := daemonClient(e, *addr, caFileOptions(*caFile)...)
 	if err != nil {
 		say("%v", err)
@@ -129,12 +137,14 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	}
 
 	acqCtx, stopProgress := context.WithCancel(ctx)
+	var progressDone sync.WaitGroup
 	if *progress > 0 {
-		go waitProgress(acqCtx, c, *pool, req, *progress, say)
+		progressDone.Go(func() { waitProgress(acqCtx, c, *pool, req, *progress, say) })
 	}
 	sentAt := time.Now()
 	lease, err := acquireLoop(acqCtx, c, *pool, req, *wait, &sentAt)
 	stopProgress()
+	progressDone.Wait()
 	if err != nil {
 		say("acquire %d slot(s) of pool %s: %v", *slots, *pool, unreachable(daemonAddr(e, *addr), err))
 		return acquireExit(ctx, err)
