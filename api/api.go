@@ -354,8 +354,49 @@ type Status struct {
 	Leader *LeaderStatus `json:"leader,omitempty"`
 	// ConfigMatchesLeader is false when this daemon's configuration hash
 	// differs from the one the leader recorded (a replica with other files).
-	ConfigMatchesLeader bool       `json:"config_matches_leader"`
-	Components          Components `json:"components"`
+	ConfigMatchesLeader bool `json:"config_matches_leader"`
+	// Version is the rpd build this daemon runs; LeaderVersion (on a
+	// standby that reached the leader) the leader's, so that a rolling
+	// update with mixed versions shows.
+	Version       BuildVersion  `json:"version"`
+	LeaderVersion *BuildVersion `json:"leader_version,omitempty"`
+	// Source says whose figures the pools, budgets and ceilings are:
+	// SourceLeader (the leader's, served by the leader itself or fetched
+	// from it by a standby) or SourceUnavailable (a standby that cannot
+	// reach the leader: those lists are null, never zeros, and
+	// SourceError says why). Classes are always this daemon's own: every
+	// replica serves runner pickup.
+	Source      string `json:"source"`
+	SourceError string `json:"source_error,omitempty"`
+	// Components are inline: "pools", "budgets", "ceilings", "classes"
+	// and "priorities" are members of the status object itself.
+	Components
+}
+
+// Sources of Status's figures.
+const (
+	SourceLeader      = "leader"
+	SourceUnavailable = "unavailable"
+)
+
+// BuildVersion names an rpd build: the release (or "dev"), the VCS
+// revision it was built from and the Go toolchain.
+type BuildVersion struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision,omitempty"`
+	GoVersion string `json:"go_version"`
+}
+
+// String is "v1.2.3 (abc123def456)", or the version alone.
+func (v BuildVersion) String() string {
+	if v.Revision == "" {
+		return v.Version
+	}
+	r := v.Revision
+	if len(r) > 12 {
+		r = r[:12]
+	}
+	return v.Version + " (" + r + ")"
 }
 
 // LeaderStatus is the stack's leader as its lease record shows it.

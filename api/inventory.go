@@ -43,6 +43,10 @@ type Grant struct {
 // GrantList is the body of GET /v1/leases.
 type GrantList struct {
 	Leases []Grant `json:"leases"`
+	// Total counts the grants the filter selects, all pages together;
+	// NextOffset, when more follow, is the ?offset= of the next page.
+	Total      int `json:"total"`
+	NextOffset int `json:"next_offset,omitempty"`
 }
 
 // QueuedPriority is the requests waiting at one priority: pools serve the
@@ -56,6 +60,9 @@ type QueuedPriority struct {
 	// OldestWaitSeconds is how long the longest-waiting request has waited
 	// (pools; 0 otherwise).
 	OldestWaitSeconds float64 `json:"oldest_wait_seconds"`
+	// TaskIDs names the first of the waiting requests (pools; at most 10),
+	// in the order they are served.
+	TaskIDs []string `json:"task_ids,omitempty"`
 }
 
 // PoolDetail is the body of GET /v1/pools/{name}: the status and every
@@ -129,4 +136,7 @@ type ClassList struct {
 // InstanceList is the body of GET /v1/classes/{class}/instances.
 type InstanceList struct {
 	Instances []Instance `json:"instances"`
+	// Total and NextOffset page the list as GrantList's do.
+	Total      int `json:"total"`
+	NextOffset int `json:"next_offset,omitempty"`
 }

@@ -25,7 +25,7 @@ func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
 	for _, cl := range list {
 		out.Classes = append(out.Classes, d.classDetail(r.Context(), cl))
 	}
-	_ = writeJSON(w, http.StatusOK, out)
+	_ = writeJSONConditional(w, r, out)
 }
 
 func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
@@ -97,16 +97,20 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	win, err := pageBounds[api.Instance](r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	insts, err := d.backend.Instances.List(r.Context(), cl.name, state)
 	if err != nil {
 		d.fail(w, r, fmt.Errorf("list the instances of runner_class %s: %w", cl.name, err))
 		return
 	}
-	out := api.InstanceList{Instances: make([]api.Instance, 0, len(insts))}
 	for _, in := range insts {
-		out.Instances = append(out.Instances, instanceJSON(in))
+		win.add(func() api.Instance { return instanceJSON(in) })
 	}
-	_ = writeJSON(w, http.StatusOK, out)
+	_ = writeJSONConditional(w, r, api.InstanceList{Instances: win.out, Total: win.total, NextOffset: win.next()})
 }
 
 func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {

@@ -220,6 +220,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the %s backend: %w", cfg.Backend.Type, err)
 	}
+	d.backend.Observe(d.metrics.obs.backendCall)
 	// Listen before the election: the advertised address defaults to the
 	// bound one.
 	d.ln, err = net.Listen("tcp", listen)

@@ -19,10 +19,14 @@ import (
 // plan, or the apply before anything changes. Pools with holders are not
 // guarded here: the daemon keeps a dropped pool until it is idle.
 func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
-	live := reconcile.Live{Queues: d.backend.Queues, State: d.backend.State, Lock: d.backend.Lock, Tables: d.backend.Tables, Budgets: d}
+	live := reconcile.Live{Queues: d.backend.Queues, State: d.backend.State, Lock: d.backend.Lock, Tables: d.backend.Tables, Budgets: d,
+		Held: reconcile.HeldSlotsFunc(func(context.Context) (map[string]int, error) { return d.heldSlots(cfg), nil })}
 	p, err := reconcile.MakePlan(ctx, cfg, live, reconcile.PlanOptions{Backend: reconcile.BackendConfigOf(cfg.Backend)})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
+	}
+	for _, w := range p.Warnings {
+		d.log.Warn("configuration change with live impact", "address", w.Address.String(), "warning", w.Summary)
 	}
 	if !p.HasChanges() {
 		// Already applied (rpd apply, then rpd watch): the state's version
@@ -45,6 +49,25 @@ func (d *Daemon) BudgetsInUse(ctx context.Context) (map[string]reconcile.BudgetU
 }
 
 var _ reconcile.BudgetUsageReader = (*Daemon)(nil)
+
+// heldSlots reports the slots held in each pool cfg still declares, as
+// this daemon (the leader: only it applies) counts them, so that the plan
+// warns about shrinking below them. A pool cfg removes is left out: the
+// daemon retains it until idle rather than refuse the reload (the plan's
+// guard would).
+func (d *Daemon) heldSlots(cfg *spec.Config) map[string]int {
+	declared := map[string]bool{}
+	for _, p := range cfg.Pools {
+		declared[p.Name] = true
+	}
+	held := map[string]int{}
+	for _, p := range d.comp.pools.list() {
+		if p.Used > 0 && declared[p.Name] {
+			held[p.Name] = p.Used
+		}
+	}
+	return held
+}
 
 // followLoop is serve mode: read the state store's version every
 // StatePoll and hot-apply a new runtime document.

@@ -232,7 +232,7 @@ func (c *cancelOnClose) Close() error {
 	return err
 }
 
-// copyResponse writes the leader's answer to w.
+// copyResponse writes the leader's answer to w, saying whose it is.
 func copyResponse(w http.ResponseWriter, resp *http.Response) {
 	defer resp.Body.Close()
 	h := w.Header()
@@ -241,6 +241,7 @@ func copyResponse(w http.ResponseWriter, resp *http.Response) {
 			h[k] = vs
 		}
 	}
+	markFromLeader(h, resp.Request.URL)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }

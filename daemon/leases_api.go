@@ -52,32 +52,48 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, api.GrantList{Leases: d.grantsMatching(f)})
+	win, err := pageBounds[api.Grant](r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.grantsMatching(f, &win)
+	_ = writeJSONConditional(w, r, api.GrantList{Leases: win.out, Total: win.total, NextOffset: win.next()})
 }
 
-// grantsMatching lists the grants f selects: pool leases by pool, then
-// permits, then claims, each oldest first.
-func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
-	out := []api.Grant{}
+// grantsMatching adds the grants f selects to win: pool leases by pool,
+// then permits, then claims, each oldest first. Only those inside win are
+// converted to api.Grant (unless f filters by task ID, which needs them
+// all): a page of 100 of 10,000 holders costs the counting, not 10,000
+// answers.
+func (d *Daemon) grantsMatching(f grantFilter, win *window[api.Grant]) {
+	consider := func(kind, component string, build func() api.Grant) {
+		if (f.kind != "" && f.kind != kind) || (f.component != "" && f.component != component) {
+			return
+		}
+		if f.taskID == "" {
+			win.add(build)
+			return
+		}
+		if g := build(); f.match(g) {
+			win.add(func() api.Grant { return g })
+		}
+	}
 	if f.kind == "" || f.kind == api.KindPool {
-		names, byPool := d.comp.pools.holders()
+		names, byPool := d.comp.pools.holders(f.component)
 		for _, name := range names {
-			if f.component != "" && name != f.component {
-				continue
-			}
 			for _, h := range byPool[name] {
-				if g := poolGrant(name, h); f.match(g) {
-					out = append(out, g)
-				}
+				consider(api.KindPool, name, func() api.Grant { return poolGrant(name, h) })
 			}
 		}
 	}
 	if f.kind == "" || f.kind == api.KindPermit {
 		for _, l := range d.permits.list() {
-			if g := permitGrant(l); f.match(g) {
+			consider(api.KindPermit, l.Budget, func() api.Grant {
+				g := permitGrant(l)
 				_, g.Principal, _ = d.permits.get(l.LeaseID)
-				out = append(out, g)
-			}
+				return g
+			})
 		}
 	}
 	if f.kind == "" || f.kind == api.KindClaim {
@@ -86,14 +102,14 @@ func (d *Daemon) grantsMatching(f grantFilter) []api.Grant {
 				continue
 			}
 			for _, c := range ce.ledger.Claims() {
-				if g := claimGrant(ce.name, c); f.match(g) {
+				consider(api.KindClaim, ce.name, func() api.Grant {
+					g := claimGrant(ce.name, c)
 					g.Principal = d.grants.claimOwner(ce.name, c.ID)
-					out = append(out, g)
-				}
+					return g
+				})
 			}
 		}
 	}
-	return out
 }
 
 // timePtr returns nil for the zero time: "does not apply" in the API.
@@ -156,6 +172,28 @@ func holdersURL(param, name string) string {
 	return "/v1/leases?" + url.Values{param: {name}}.Encode()
 }
 
+// withPoolCounts adds the holder count, link and waiters by priority to
+// st without listing the holders (a status read: O(waiters), not
+// O(holders)).
+func withPoolCounts(mgr *pools.Manager, st *api.PoolStatus) {
+	st.HoldersURL = holdersURL("pool", st.Name)
+	st.QueuedByPriority = []api.QueuedPriority{}
+	n, queue, err := mgr.Waiting(st.Name)
+	if err != nil {
+		return // deleted meanwhile: nobody holds it
+	}
+	st.Leases = n
+	st.QueuedByPriority = queuedByPriority(queue)
+}
+
+func queuedByPriority(queue []pools.QueuedPriority) []api.QueuedPriority {
+	out := make([]api.QueuedPriority, 0, len(queue))
+	for _, q := range queue {
+		out = append(out, api.QueuedPriority{Priority: q.Priority, Requests: q.Requests, Slots: q.Slots, OldestWaitSeconds: q.Oldest.Seconds(), TaskIDs: q.TaskIDs})
+	}
+	return out
+}
+
 // withPoolHolding adds the holder count, link and waiters by priority to
 // st, and returns the holders.
 func withPoolHolding(mgr *pools.Manager, st *api.PoolStatus) []api.Grant {
@@ -166,9 +204,7 @@ func withPoolHolding(mgr *pools.Manager, st *api.PoolStatus) []api.Grant {
 		return []api.Grant{} // deleted meanwhile: nobody holds it
 	}
 	st.Leases = len(holders)
-	for _, q := range queue {
-		st.QueuedByPriority = append(st.QueuedByPriority, api.QueuedPriority{Priority: q.Priority, Requests: q.Requests, Slots: q.Slots, OldestWaitSeconds: q.Oldest.Seconds()})
-	}
+	st.QueuedByPriority = queuedByPriority(queue)
 	out := make([]api.Grant, 0, len(holders))
 	for _, h := range holders {
 		out = append(out, poolGrant(st.Name, h))

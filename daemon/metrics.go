@@ -17,6 +17,7 @@ type metrics struct {
 	reloads       *prometheus.CounterVec
 	version       prometheus.Gauge
 	unauthorized  prometheus.Counter
+	obs           *observability
 }
 
 func newMetrics(d *Daemon) *metrics {
@@ -33,6 +34,7 @@ func newMetrics(d *Daemon) *metrics {
 		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rpd_http_unauthorized_total", Help: "Requests refused for a missing or wrong bearer token."}),
 	}
+	m.obs = newObservability(m.reg)
 	m.reloads.WithLabelValues("success")
 	m.reloads.WithLabelValues("failure")
 	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -62,7 +64,12 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return b2f(d.Status().ConfigMatchesLeader)
 		})
-	m.reg.MustRegister(leader, epoch, changes, matches)
+	bv := buildVersion()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rpd_build_info", Help: "Always 1; the labels name the rpd build this daemon runs (several values across replicas: a rolling update is under way, or stuck).",
+		ConstLabels: prometheus.Labels{"version": bv.Version, "revision": bv.Revision, "goversion": bv.GoVersion}})
+	build.Set(1)
+	m.reg.MustRegister(leader, epoch, changes, matches, build)
 	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version, m.unauthorized,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&componentCollector{d: d})
@@ -136,11 +143,17 @@ func b2f(b bool) float64 {
 	return 0
 }
 
+// Collect exports the pools, budgets and ceilings only on the leader: a
+// standby's copies hold nothing, and their zeros would make a sum over the
+// replicas' series wrong (and a max or a per-pod panel lie). Runner
+// classes are every replica's own (each serves pickup).
 func (c *componentCollector) Collect(ch chan<- prometheus.Metric) {
 	comp := c.d.comp
-	comp.pools.collect(ch)
-	comp.budgets.collect(ch, c.d.permits.count())
-	counter(ch, descPermitsExpired, float64(c.d.permits.expired.Load()))
-	comp.ceilings.collect(ch)
+	if c.d.elector == nil || c.d.arbitrating() {
+		comp.pools.collect(ch)
+		comp.budgets.collect(ch, c.d.permits.count())
+		counter(ch, descPermitsExpired, float64(c.d.permits.expired.Load()))
+		comp.ceilings.collect(ch)
+	}
 	comp.classes.collect(ch)
 }

@@ -229,7 +229,7 @@ func (s *poolSet) list() []api.PoolStatus {
 	for _, st := range list {
 		_, retained := gone[st.Name]
 		ps := poolStatus(st, retained)
-		withPoolHolding(s.mgr, &ps)
+		withPoolCounts(s.mgr, &ps)
 		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b api.PoolStatus) int { return strings.Compare(a.Name, b.Name) })
@@ -266,10 +266,14 @@ func (s *poolSet) acquire(ctx context.Context, name string, req pools.Request, w
 
 func (s *poolSet) lease(id string) (*pools.Lease, error) { return s.mgr.Lease(id) }
 
-// holders lists the leases of every pool, by pool name, the pools sorted.
-func (s *poolSet) holders() (names []string, byPool map[string][]pools.Holder) {
+// holders lists the leases of every pool (or of the pool only, when not
+// ""), by pool name, the pools sorted.
+func (s *poolSet) holders(only string) (names []string, byPool map[string][]pools.Holder) {
 	byPool = map[string][]pools.Holder{}
 	for _, st := range s.mgr.ListPools() {
+		if only != "" && st.Name != only {
+			continue
+		}
 		h, _, err := s.mgr.Holders(st.Name)
 		if err != nil {
 			continue // deleted since ListPools

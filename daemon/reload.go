@@ -146,7 +146,13 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	d.metrics.lastOK.Set(1)
 	d.metrics.lastSuccessTS.Set(float64(now.UnixNano()) / 1e9)
 	if changed {
-		d.log.Info("configuration applied", "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
+		// Only the leader applies to the backend; a standby (or a daemon
+		// before its first election) only runs the configuration.
+		msg := "configuration applied"
+		if _, err := d.elector.leading(); err != nil || d.apply == nil {
+			msg = "configuration loaded (the leader applies it to the backend)"
+		}
+		d.log.Info(msg, "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
 	}
 	if prev.rejected > 0 { // also when the fix restored what was active
 		d.log.Info(fmt.Sprintf("configuration applied again after %s", plural(prev.rejected, "rejected reload")), "version", next.version)
@@ -242,7 +248,9 @@ func fingerprint(doc *reconcile.RuntimeDoc) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Status reports the daemon's state for GET /v1/status.
+// Status reports the daemon's own state. On a standby its pools, budgets
+// and ceilings are idle copies that hold nothing, and Source is empty: GET
+// /v1/status shows the leader's figures instead (statusView).
 func (d *Daemon) Status() api.Status {
 	st := d.reloader.state()
 	out := api.Status{
@@ -253,6 +261,7 @@ func (d *Daemon) Status() api.Status {
 		LastReload:    st.last,
 		StartedAt:     d.started.UTC(),
 		Components:    d.comp.snapshot(),
+		Version:       buildVersion(),
 	}
 	if st.cfg != nil {
 		out.Stack = st.cfg.Stack
@@ -262,6 +271,7 @@ func (d *Daemon) Status() api.Status {
 	if d.arbitrating() {
 		out.Role = "leader"
 		out.Epoch, _ = d.elector.leading()
+		out.Source = api.SourceLeader
 	}
 	if l := d.elector.view(); l.Holder != "" {
 		out.Leader = &api.LeaderStatus{Holder: l.Holder, Address: l.Address, Mode: l.Mode, Epoch: l.Epoch, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, ConfigHash: l.ConfigHash}

@@ -61,7 +61,7 @@ func (d *Daemon) routes() http.Handler {
 	}
 
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { d.noRoute(mux, w, r) })
-	return d.middleware(mux, d.leaderOnly(mux))
+	return d.observe(mux, d.middleware(mux, d.leaderOnly(mux)))
 }
 
 // noRoute answers requests no pattern matched: 405 when the path exists
@@ -319,7 +319,7 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) status(w http.ResponseWriter, r *http.Request) {
-	_ = writeJSON(w, http.StatusOK, d.Status())
+	_ = writeJSONConditional(w, r, d.statusView(r))
 }
 
 func (d *Daemon) reloadRoute(w http.ResponseWriter, r *http.Request) {

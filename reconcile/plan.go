@@ -669,10 +669,18 @@ func (p *Plan) warn(r *refreshed, cur *RuntimeDoc, held map[string]int, inUse ma
 			if h == 0 || c.Action != Update {
 				continue
 			}
-			if slots := p.Desired.Pools[c.Address.Name].Slots; slots < h {
-				p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
-					"%s: %s held; shrinking to %d makes new requests wait until %d %s released", c.Address, plural(h, "slot"), slots, h-slots, isAre(h-slots))})
+			slots := p.Desired.Pools[c.Address.Name].Slots
+			if slots >= h {
+				continue
 			}
+			verb := "shrinking"
+			if cur != nil {
+				if old, ok := cur.Pools[c.Address.Name]; ok && slots >= old.Slots {
+					verb = "growing" // still below what is held (after an earlier shrink)
+				}
+			}
+			p.Warnings = append(p.Warnings, Warning{c.Address, fmt.Sprintf(
+				"%s: %s held; %s to %d makes new requests wait until %d %s released", c.Address, plural(h, "slot"), verb, slots, h-slots, isAre(h-slots))})
 		case TypeBudget:
 			use, ok := inUse[c.Address.Name]
 			if !ok || c.Action != Update {

@@ -696,6 +696,19 @@ func TestWarnings(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("warnings:\n got %q\nwant %q", got, want)
 	}
+
+	// Growing a pool that is still below what is held says so.
+	mustApply(t, cfg, f)
+	cfg.Pools[0].Slots = 3
+	live.Held = HeldSlotsFunc(func(context.Context) (map[string]int, error) { return map[string]int{"database_pool": 4}, nil })
+	p = mustPlan(t, cfg, live, PlanOptions{})
+	got = got[:0]
+	for _, w := range p.Warnings {
+		got = append(got, w.Summary)
+	}
+	if want := "pool.database_pool: 4 slots held; growing to 3 makes new requests wait until 1 is released"; !slices.Contains(got, want) {
+		t.Fatalf("warnings of a grow below the held slots:\n got %q\nwant %q", got, want)
+	}
 }
 
 type budgetsFunc func(context.Context) (map[string]BudgetUse, error)

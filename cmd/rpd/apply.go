@@ -136,7 +136,7 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 			view.Error(err)
 			return 1
 		}
-		if err := refuseWatchLeader(ctx, p.Stack, b); err != nil {
+		if err := refuseWatchLeader(ctx, name, p.Stack, b); err != nil {
 			b.Close()
 			view.Error(err)
 			return 1
@@ -153,7 +153,7 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 			view.Error(err)
 			return 1
 		}
-		if err := refuseWatchLeader(ctx, cfg.Stack, b); err != nil {
+		if err := refuseWatchLeader(ctx, name, cfg.Stack, b); err != nil {
 			b.Close()
 			view.Error(err)
 			return 1
@@ -247,7 +247,7 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 // daemon leads: it applies its own files on every change, so what apply
 // wrote would be undone, or silently not served. rpd serve stacks follow
 // what apply writes, and are applied to as before.
-func refuseWatchLeader(ctx context.Context, stack string, b *open.Backend) error {
+func refuseWatchLeader(ctx context.Context, command, stack string, b *open.Backend) error {
 	if b.Leader == nil {
 		return nil
 	}
@@ -261,8 +261,12 @@ func refuseWatchLeader(ctx context.Context, stack string, b *open.Backend) error
 	if l.Mode != "watch" || !l.Live(time.Now()) {
 		return nil
 	}
-	return fmt.Errorf("stack %s is served by rpd watch at %s (holder %s, since %s): edit the files it watches, or stop it; rpd apply is for stacks served by rpd serve",
-		stack, l.Address, l.Holder, l.AcquiredAt.Local().Format(time.RFC3339))
+	fix := "edit the files it watches, or stop it; rpd apply is for stacks served by rpd serve"
+	if command == "destroy" {
+		fix = "stop every rpd watch of the stack first (it would re-create what destroy removes at its next reload), then run rpd destroy again"
+	}
+	return fmt.Errorf("stack %s is served by rpd watch at %s (holder %s, since %s): %s",
+		stack, l.Address, l.Holder, l.AcquiredAt.Local().Format(time.RFC3339), fix)
 }
 
 // releaseLock unlocks held even when ctx was cancelled (Ctrl-C), giving the

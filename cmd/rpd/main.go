@@ -37,6 +37,8 @@ var commands = []command{
 	{"show", "Show a saved plan", runShow},
 	{"state", "List or show what was applied to the stack's state", runState},
 	{"force-unlock", "Release a stuck lock on the stack's state", runForceUnlock},
+	{"backup", "Write a backup of the stack's backend while daemons run", runBackup},
+	{"restore", "Restore a backup into an empty backend (local or aws)", runRestore},
 	{"watch", "Run the daemon on a configuration directory, reloading on every change", runWatch},
 	{"serve", "Run the daemon on the runtime document in the state store", runServe},
 	{"run", "Run a command while holding slots of a pool of the daemon", runRun},

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/rpdhq/rpd/internal/buildinfo"
 )
 
 // runT runs the CLI in-process and returns the exit code and both outputs.
@@ -223,7 +225,7 @@ func TestVersion(t *testing.T) {
 		t.Errorf("-version: %d %q", code, out)
 	}
 	code, out, _ = runT(t, "version", "-json")
-	var bi buildInfo
+	var bi buildinfo.Info
 	if code != 0 || json.Unmarshal([]byte(out), &bi) != nil || bi.Version != "dev" || bi.GoVersion == "" {
 		t.Errorf("version -json: %d %q", code, out)
 	}

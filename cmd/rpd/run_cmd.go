@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,7 +26,27 @@ const runCmdHelp = `
 Acquires slots of a pool from the rpd daemon, runs CMD with ARGS while
 heartbeating the lease, and releases the slots whatever happens: when CMD
 exits, fails to start, or rpd run is interrupted. The exit status is CMD's
-(128+N when a signal N ended it); 1 when the slots could not be acquired.
+(128+N when a signal N ended it), unless rpd run itself failed:
+
+  121  no daemon answered (unreachable, not ready, no leader) for 30 s
+  122  the daemon refused the request (unknown pool, bad priority,
+       unauthorized, can never fit, queue full)
+  123  the lease was lost while CMD ran, and CMD was stopped
+  124  -wait passed before a slot was granted
+  125  bad flags or arguments
+  126  CMD could not be executed; 127 CMD was not found
+  130  interrupted before CMD started
+
+While it waits for slots it prints, every -progress, the pool's use, the
+requests waiting by priority and its position in line.
+
+Lost lease: the lease is lost when a heartbeat is answered 404 (it
+expired, or was released) or no heartbeat is acknowledged before it
+expires (every daemon down or unreachable for the TTL). Another job may
+hold the slot by then, so by default (-on-lease-loss=stop) rpd run sends
+SIGTERM to CMD (its process group, when it has one), SIGKILL after
+-kill-grace, and exits 123 whatever CMD's status. -on-lease-loss=warn only
+prints a warning and lets CMD finish without its slots.
 
 Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to rpd run are passed on
 to CMD exactly once. Run from a script or a CI runner, CMD has a process
@@ -59,28 +80,48 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	wait := fs.Duration("wait", 0, "give up acquiring after this long (default: wait until interrupted)")
 	task := fs.String("task-id", "", "task ID recorded with the lease (default: the command and the host)")
 	caFile := caFileFlag(fs)
+	onLoss := fs.String("on-lease-loss", onLossStop, "what to do when the lease is lost while CMD runs: stop (SIGTERM, then SIGKILL after -kill-grace; exit 123) or warn (let CMD finish)")
+	killGrace := fs.Duration("kill-grace", 10*time.Second, "time CMD gets to exit after SIGTERM on a lost lease before SIGKILL")
+	progress := fs.Duration("progress", 15*time.Second, "how often to print where the request stands while it waits for slots (0: never)")
 	if code, ok := parseFlags(e, fs, args); !ok {
+		if code != 0 {
+			code = exitRunUsage
+		}
 		return code
 	}
 	argv := fs.Args()
 	switch {
 	case *pool == "":
 		fmt.Fprintln(e.stderr, "rpd run: -pool is required")
-		return 1
+		return exitRunUsage
 	case len(argv) == 0:
 		fmt.Fprintln(e.stderr, "rpd run: no command given; put it after --, e.g. rpd run -pool db -- ./job.sh")
-		return 1
+		return exitRunUsage
 	case *slots < 1:
 		fmt.Fprintf(e.stderr, "rpd run: -slots %d must be at least 1\n", *slots)
-		return 1
+		return exitRunUsage
 	case *ttl != 0 && *ttl < time.Second:
 		fmt.Fprintf(e.stderr, "rpd run: -ttl %v must be at least 1s\n", *ttl)
-		return 1
+		return exitRunUsage
+	case *onLoss != onLossStop && *onLoss != onLossWarn:
+		fmt.Fprintf(e.stderr, "rpd run: -on-lease-loss %q: use %s or %s\n", *onLoss, onLossStop, onLossWarn)
+		return exitRunUsage
+	case *killGrace < 0:
+		fmt.Fprintf(e.stderr, "rpd run: -kill-grace %v must not be negative\n", *killGrace)
+		return exitRunUsage
+	}
+	// say is called from the progress, heartbeat and stopping goroutines
+	// too: one line at a time.
+	var sayMu sync.Mutex
+	say := func(format string, args ...any) {
+		sayMu.Lock()
+		defer sayMu.Unlock()
+		fmt.Fprintf(e.stderr, "rpd run: "+format+"\n", args...)
 	}
 	c, err := daemonClient(e, *addr, caFileOptions(*caFile)...)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd run: %v\n", err)
-		return 1
+		say("%v", err)
+		return exitRunUsage
 	}
 	req := api.AcquireRequest{TaskID: *task, Slots: *slots, TTLSeconds: ttl.Seconds()}
 	if req.TaskID == "" {
@@ -95,12 +136,24 @@ func runRun(ctx context.Context, e *env, args []string) int {
 		}
 	}
 
-	lease, err := acquireLoop(ctx, c, *pool, req, *wait)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "rpd run: acquire %d slot(s) of pool %s: %v\n", *slots, *pool, unreachable(daemonAddr(e, *addr), err))
-		return 1
+	acqCtx, stopProgress := context.WithCancel(ctx)
+	var progressDone sync.WaitGroup
+	if *progress > 0 {
+		progressDone.Go(func() { waitProgress(acqCtx, c, *pool, req, *progress, say) })
 	}
+	sentAt := time.Now()
+	lease, err := acquireLoop(acqCtx, c, *pool, req, *wait, &sentAt)
+	stopProgress()
+	progressDone.Wait()
+	if err != nil {
+		say("acquire %d slot(s) of pool %s: %v", *slots, *pool, unreachable(daemonAddr(e, *addr), err))
+		return acquireExit(ctx, err)
+	}
+	leaseGone := false // lost: nothing to release (and maybe no daemon to ask)
 	defer func() {
+		if leaseGone {
+			return
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if err := c.Release(rctx, lease.LeaseID); err != nil && !client.IsCode(err, api.CodeNotFound) {
@@ -117,10 +170,11 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	// a signal to rpd run's group is not delivered twice.
 	forward := func(os.Signal) bool { return true }
 	cmd.SysProcAttr = &syscall.SysProcAttr{}
-	if foregroundTTY(e.stdin) {
-		forward = func(s os.Signal) bool { return s == syscall.SIGTERM }
-	} else {
+	ownGroup := !foregroundTTY(e.stdin)
+	if ownGroup {
 		cmd.SysProcAttr.Setpgid = true
+	} else {
+		forward = func(s os.Signal) bool { return s == syscall.SIGTERM }
 	}
 	dieWithRPDRun(cmd.SysProcAttr)
 	// Catch them from now on (so that none kills rpd run before it has
@@ -132,7 +186,7 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	if ctx.Err() != nil {
 		// Interrupted between the grant and here: do not start CMD.
 		fmt.Fprintf(e.stderr, "rpd run: interrupted before %s started; its slots are released\n", argv[0])
-		return 1
+		return exitInterrupted
 	}
 	// The parent-death signal follows the thread that forked: keep this
 	// goroutine on it, so that no other goroutine can end that thread
@@ -141,17 +195,21 @@ func runRun(ctx context.Context, e *env, args []string) int {
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(e.stderr, "rpd run: start %s: %v\n", argv[0], err)
-		return 127
+		return startExit(err)
 	}
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	hbDone := make(chan struct{})
+	lost := make(chan string, 1)
 	go func() {
 		defer close(hbDone)
-		heartbeatLoop(hbCtx, e, c, lease)
+		keepLease(hbCtx, c, lease, sentAt, lost, say)
 	}()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	var waitErr error
+	leaseLost := false
+	stopped := make(chan struct{}) // closed once the command exited
+	defer close(stopped)
 loop:
 	for {
 		select {
@@ -159,13 +217,27 @@ loop:
 			if forward(s) {
 				_ = cmd.Process.Signal(s)
 			}
+		case why := <-lost:
+			leaseGone = true
+			if *onLoss == onLossWarn {
+				say("%s; -on-lease-loss=warn: %s keeps running without its slots", why, argv[0])
+				continue
+			}
+			leaseLost = true
+			say("%s; stopping %s (SIGTERM, SIGKILL after %v): another job may hold its slots now", why, argv[0], *killGrace)
+			go stopCommand(cmd, ownGroup, *killGrace, stopped, say)
 		case waitErr = <-exited:
 			break loop
 		}
 	}
 	stopHB()
 	<-hbDone
-	return exitCode(e, argv[0], waitErr)
+	code := exitCode(e, argv[0], waitErr)
+	if leaseLost {
+		say("%s was stopped after its lease was lost (its own status: %d); exiting %d", argv[0], code, exitLeaseLost)
+		return exitLeaseLost
+	}
+	return code
 }
 
 // foregroundTTY reports whether stdin is a terminal whose foreground
@@ -180,7 +252,9 @@ func foregroundTTY(stdin io.Reader) bool {
 }
 
 // acquireLoop long-polls until granted, ctx ends, or wait (if > 0) passes.
-func acquireLoop(ctx context.Context, c *client.Client, pool string, req api.AcquireRequest, wait time.Duration) (api.Lease, error) {
+// sentAt is set to when the successful request was sent: the lease's TTL
+// runs from no later than that.
+func acquireLoop(ctx context.Context, c *client.Client, pool string, req api.AcquireRequest, wait time.Duration, sentAt *time.Time) (api.Lease, error) {
 	var deadline time.Time
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
@@ -190,10 +264,11 @@ func acquireLoop(ctx context.Context, c *client.Client, pool string, req api.Acq
 		if !deadline.IsZero() {
 			poll = min(poll, time.Until(deadline))
 			if poll <= 0 {
-				return api.Lease{}, fmt.Errorf("no slot within -wait %v", wait)
+				return api.Lease{}, fmt.Errorf("%w %v", errAcquireTimeout, wait)
 			}
 		}
 		req.WaitSeconds = poll.Seconds()
+		*sentAt = time.Now()
 		l, err := c.Acquire(ctx, pool, req)
 		switch {
 		case err == nil:
@@ -204,34 +279,6 @@ func acquireLoop(ctx context.Context, c *client.Client, pool string, req api.Acq
 			return api.Lease{}, ctx.Err()
 		}
 		return api.Lease{}, err
-	}
-}
-
-// heartbeatLoop extends the lease every third of its TTL until ctx ends.
-func heartbeatLoop(ctx context.Context, e *env, c *client.Client, l api.Lease) {
-	every := time.Duration(l.TTLSeconds*float64(time.Second)) / 3
-	if every <= 0 {
-		return // no TTL: nothing to extend
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			hctx, cancel := context.WithTimeout(ctx, every)
-			_, err := c.Heartbeat(hctx, l.LeaseID)
-			cancel()
-			switch {
-			case err == nil, ctx.Err() != nil:
-			case client.IsCode(err, api.CodeNotFound):
-				fmt.Fprintf(e.stderr, "rpd run: lease %s was lost (expired or released by the daemon); the command keeps running without its slots\n", l.LeaseID)
-				return
-			default:
-				fmt.Fprintf(e.stderr, "rpd run: heartbeat of lease %s failed: %v; retrying\n", l.LeaseID, err)
-			}
-		}
 	}
 }
 
@@ -248,7 +295,7 @@ func exitCode(e *env, name string, err error) int {
 		return ee.ExitCode()
 	}
 	fmt.Fprintf(e.stderr, "rpd run: %s: %v\n", name, err)
-	return 1
+	return exitRunUsage
 }
 
 // daemonAddr is the daemon's address: addr (-addr), else RPD_ADDR, else

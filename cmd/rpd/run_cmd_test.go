@@ -29,10 +29,12 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", "-pool", "db", "-slots", "0", "--", "true"}, "-slots 0"},
 		{[]string{"run", "-pool", "db", "-ttl", "10ms", "--", "true"}, "-ttl"},
 		{[]string{"run", "-pool", "db", "-addr", "ftp://x", "--", "true"}, "daemon address"},
+		{[]string{"run", "-pool", "db", "-on-lease-loss", "ignore", "--", "true"}, "-on-lease-loss"},
+		{[]string{"run", "-pool", "db", "-kill-grace", "-1s", "--", "true"}, "-kill-grace"},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(tc.args, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("rpd %v = exit %d, stderr %q; want 1 and %q", tc.args, code, stderr.String(), tc.want)
+		if code := run(tc.args, &stdout, &stderr); code != exitRunUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("rpd %v = exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitRunUsage, tc.want)
 		}
 	}
 }
@@ -51,19 +53,20 @@ func TestRunAgainstADaemon(t *testing.T) {
 	if ps := ld.pool("db"); ps.Used != 0 {
 		t.Fatalf("slots left held after rpd run: %+v", ps)
 	}
-	// Unknown pool or priority name: nothing runs, exit 1.
-	r = wd.must(1, "run", "-addr", ld.addr, "-pool", "nope", "--", "sh", "-c", "echo ran")
+	// Unknown pool or priority name: nothing runs, exit 122 (refused).
+	r = wd.must(exitRefused, "run", "-addr", ld.addr, "-pool", "nope", "--", "sh", "-c", "echo ran")
 	if strings.Contains(r.stdout, "ran") {
 		t.Fatal("the command ran without its slots")
 	}
-	wd.must(1, "run", "-addr", ld.addr, "-pool", "db", "-priority", "urgent", "--", "true")
+	wd.must(exitRefused, "run", "-addr", ld.addr, "-pool", "db", "-priority", "urgent", "--", "true")
 	// -wait bounds the acquire when the pool is full.
 	hold, err := ld.c.Acquire(context.Background(), "db", api.AcquireRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = wd.must(1, "run", "-addr", ld.addr, "-pool", "db", "-wait", "300ms", "--", "true")
+	r = wd.must(exitAcquireTimeout, "run", "-addr", ld.addr, "-pool", "db", "-wait", "1500ms", "-progress", "1s", "--", "true")
 	contains(t, r, "stderr", "acquire 1 slot(s) of pool db")
+	contains(t, r, "stderr", "waiting 1s for 1 slot(s) of pool db (priority 0): 1/1 used, 1 waiting (1 at priority 0); position 1 in line")
 	if err := ld.c.Release(context.Background(), hold.LeaseID); err != nil {
 		t.Fatal(err)
 	}
@@ -353,4 +356,86 @@ func TestRunCommandDiesWithRPDRun(t *testing.T) {
 	}
 	_ = syscall.Kill(child, syscall.SIGKILL)
 	t.Fatalf("the command (pid %d) still runs 5 s after rpd run was killed", child)
+}
+
+// A daemon that dies under rpd run takes the lease with it: once the TTL
+// passes unacknowledged, the command's process group gets SIGTERM, then
+// SIGKILL after -kill-grace, and rpd run exits 123; with
+// -on-lease-loss=warn the command finishes and its status is returned.
+func TestRunStopsTheCommandOnALostLease(t *testing.T) {
+	conf := t.TempDir()
+	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		script   string
+		want     int
+		finished bool
+	}{
+		// The shell ignores SIGTERM: only SIGKILL ends it.
+		{"stop", []string{"-kill-grace", "500ms"}, `trap '' TERM; sleep 0.1; i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; touch MARK`, exitLeaseLost, false},
+		{"warn", []string{"-on-lease-loss", "warn"}, `i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; touch MARK; exit 3`, 3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cwd := t.TempDir()
+			ld := startRPD(t, cwd, nil, "watch", conf)
+			marker := filepath.Join(cwd, "MARK")
+			script := strings.ReplaceAll(tc.script, "MARK", marker)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"run", "-addr", ld.addr, "-pool", "db", "-ttl", "2s"}, tc.args...)
+			cmd := exec.CommandContext(ctx, rpdBinary, append(args, "--", "sh", "-c", script)...)
+			cmd.Env = cleanEnv()
+			var stderr syncBuffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; ld.pool("db").Used == 0; i++ {
+				if i == 600 {
+					t.Fatalf("rpd run held no slot after 15 s; stderr:\n%s", stderr.String())
+				}
+				time.Sleep(25 * time.Millisecond)
+			}
+			start := time.Now()
+			ld.stop(syscall.SIGKILL)
+			_ = cmd.Wait()
+			code, took := cmd.ProcessState.ExitCode(), time.Since(start)
+			if code != tc.want {
+				t.Fatalf("rpd run after its daemon died: exit %d after %v, want %d; stderr:\n%s", code, took, tc.want, stderr.String())
+			}
+			_, err := os.Stat(marker)
+			if finished := err == nil; finished != tc.finished {
+				t.Fatalf("command finished = %v, want %v; stderr:\n%s", finished, tc.finished, stderr.String())
+			}
+			if !tc.finished && took > 5*time.Second {
+				t.Errorf("stopped %v after the daemon died; want within the 2s TTL + 0.5s grace", took)
+			}
+			if !strings.Contains(stderr.String(), "expired") {
+				t.Errorf("stderr does not say the lease expired:\n%s", stderr.String())
+			}
+		})
+	}
+}
+
+func TestPositionText(t *testing.T) {
+	q := []api.QueuedPriority{
+		{Priority: 100, Requests: 2, TaskIDs: []string{"a", "b"}},
+		{Priority: 0, Requests: 12, TaskIDs: []string{"c", "me", "d", "dup", "dup"}},
+	}
+	for _, tc := range []struct {
+		weight int
+		task   string
+		want   string
+	}{
+		{0, "me", "position 4 in line"},
+		{100, "b", "position 2 in line"},
+		{0, "unlisted", "2 ahead of it at higher priorities"},
+		{0, "dup", "2 ahead of it at higher priorities"}, // two of that name: unknown which
+		{200, "x", "0 ahead of it at higher priorities"},
+	} {
+		if got := positionText(q, tc.weight, tc.task); got != tc.want {
+			t.Errorf("positionText(%d, %q) = %q; want %q", tc.weight, tc.task, got, tc.want)
+		}
+	}
 }

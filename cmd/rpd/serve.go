@@ -79,12 +79,14 @@ type daemonFlags struct {
 	listen    string
 	advertise string
 	logLevel  string
+	logFormat string
 }
 
 func (f *daemonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.listen, "listen", "", "API address HOST:PORT (default: listen in the rpd block, else "+daemon.DefaultListen+")")
 	fs.StringVar(&f.advertise, "advertise", "", "URL the other replicas of the stack reach this daemon at (default: RPD_ADVERTISE, else advertise in the rpd block's ha block, else http://LISTEN)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", logText, "log format on stderr: text (key=value) or json (one JSON object a line, configuration errors included)")
 }
 
 // run starts a daemon with opts and runs it until ctx ends (SIGTERM,
@@ -95,7 +97,16 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 		fmt.Fprintf(e.stderr, "rpd %s: -log-level %q: use debug, info, warn or error\n", opts.Mode, f.logLevel)
 		return 1
 	}
-	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	log, err := daemonLogger(e.stderr, f.logFormat, level)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "rpd %s: %v\n", opts.Mode, err)
+		return 1
+	}
+	fatal := func(err error) { fmt.Fprintf(e.stderr, "Error: %v\n", err) }
+	if f.logFormat == logJSON {
+		opts.Diagnostics = diagnosticsLogger(log)
+		fatal = func(err error) { log.Error("rpd daemon failed", "err", err) }
+	}
 	opts.Logger = log
 	opts.Listen = f.listen
 	opts.Token, _ = e.getenv("RPD_TOKEN")
@@ -115,7 +126,7 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 			if errors.As(err, &ce) && opts.Diagnostics != nil {
 				return 1 // printed through opts.Diagnostics
 			}
-			fmt.Fprintf(e.stderr, "Error: %v\n", err)
+			fatal(err)
 			return 1
 		}
 		err = runDaemon(ctx, d, hup, log)
@@ -128,7 +139,7 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "Error: %v\n", err)
+			fatal(err)
 			return 1
 		}
 		return 0

@@ -25,13 +25,16 @@ is changed.
 
 Subcommands:
 
-  rpd state list [options] [ADDRESS...]   list the applied resources, or
-                                           those matching the ADDRESSes
-  rpd state show [options] ADDRESS        show one resource's attributes
+  rpd state list [options] [DIR|FILE] [ADDRESS...]   list the applied
+                                                      resources, or those
+                                                      matching the ADDRESSes
+  rpd state show [options] [DIR|FILE] ADDRESS        show one resource's
+                                                      attributes
 
-The configuration in -config (default: the current directory) says which
-backend and stack to read; a directory without *.hcl files means the
-defaults, the local backend .rpd/state.db and stack "default".
+The configuration DIR or FILE (as for every other command; or -config;
+default: the current directory) says which backend and stack to read; a
+directory without *.hcl files means the defaults, the local backend
+.rpd/state.db and stack "default".
 `
 
 const stateListHelp = `
@@ -116,6 +119,34 @@ func (f *stateFlags) read(ctx context.Context, e *env) (*reconcile.RuntimeDoc, i
 	return doc, version, true
 }
 
+// configArg takes the configuration DIR or FILE from the first argument,
+// as every other command takes it, when that argument names an existing
+// file or directory and is no resource address; it returns the other
+// arguments (the addresses).
+func (f *stateFlags) configArg(args []string) ([]string, error) {
+	if len(args) == 0 || isAddressArg(args[0]) {
+		return args, nil
+	}
+	if _, err := os.Stat(args[0]); err != nil {
+		return args, nil // an unknown address: the caller says so
+	}
+	if f.config != "." {
+		return nil, fmt.Errorf("the configuration is given twice, as -config %s and as %s; give one", f.config, args[0])
+	}
+	f.config = args[0]
+	return args[1:], nil
+}
+
+// isAddressArg reports whether s is a resource address (TYPE.NAME) or a
+// resource type (TYPE).
+func isAddressArg(s string) bool {
+	if _, err := reconcile.ParseAddress(s); err == nil {
+		return true
+	}
+	_, err := reconcile.ParseAddress(s + ".x")
+	return err == nil
+}
+
 // loadConfig loads -config; the default directory without *.hcl files is
 // the default configuration.
 func (f *stateFlags) loadConfig(e *env) *spec.Config {
@@ -151,7 +182,7 @@ type jsonState struct {
 
 func runStateList(ctx context.Context, e *env, args []string) int {
 	var f stateFlags
-	fs := newFlagSet("state list", "[options] [ADDRESS...]", stateListHelp)
+	fs := newFlagSet("state list", "[options] [DIR|FILE] [ADDRESS...]", stateListHelp)
 	f.register(fs)
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
@@ -161,20 +192,24 @@ func runStateList(ctx context.Context, e *env, args []string) int {
 			return f.fail(e, "state list", fmt.Errorf("options go before the addresses: rpd state list %s ...", a))
 		}
 	}
+	filters, err := f.configArg(fs.Args())
+	if err != nil {
+		return f.fail(e, "state list", err)
+	}
 	doc, version, ok := f.read(ctx, e)
 	if !ok {
 		return 1
 	}
 	var res []reconcile.AppliedResource
 	for _, r := range doc.Applied() {
-		if matchesAny(r.Address, fs.Args()) {
+		if matchesAny(r.Address, filters) {
 			res = append(res, r)
 		}
 	}
 	if f.asJSON {
 		return writeJSONTo(e, "state list", jsonState{FormatVersion: "1.0", Stack: doc.Stack, Lineage: doc.Lineage, StateVersion: version, Resources: orEmpty(res)})
 	}
-	if len(res) == 0 && fs.NArg() == 0 {
+	if len(res) == 0 && len(filters) == 0 {
 		fmt.Fprintf(e.stderr, "The state of stack %q is empty: nothing has been applied yet (rpd apply, or rpd watch).\n", doc.Stack)
 		return 0
 	}
@@ -200,15 +235,19 @@ func matchesAny(a reconcile.Address, filters []string) bool {
 
 func runStateShow(ctx context.Context, e *env, args []string) int {
 	var f stateFlags
-	fs := newFlagSet("state show", "[options] ADDRESS", stateShowHelp)
+	fs := newFlagSet("state show", "[options] [DIR|FILE] ADDRESS", stateShowHelp)
 	f.register(fs)
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return f.fail(e, "state show", fmt.Errorf("give exactly one resource address, such as pool.default_pool (rpd state list shows them); got %d arguments", fs.NArg()))
+	rest, err := f.configArg(fs.Args())
+	if err != nil {
+		return f.fail(e, "state show", err)
 	}
-	addr, err := reconcile.ParseAddress(fs.Arg(0))
+	if len(rest) != 1 {
+		return f.fail(e, "state show", fmt.Errorf("give exactly one resource address, such as pool.default_pool (rpd state list shows them); got %d arguments", len(rest)))
+	}
+	addr, err := reconcile.ParseAddress(rest[0])
 	if err != nil {
 		return f.fail(e, "state show", err)
 	}

@@ -27,6 +27,16 @@ func TestStateListAndShow(t *testing.T) {
 	if code, out, _ := runT(t, "state", "list", "-config", file, "pool", "queue.medium"); code != 0 || out != "queue.medium\npool.database_pool\npool.default_pool\n" {
 		t.Errorf("state list pool queue.medium = %d %q", code, out)
 	}
+	// The configuration as the first argument, as every other command takes it.
+	if code, out, errs := runT(t, "state", "list", file, "pool"); code != 0 || out != "pool.database_pool\npool.default_pool\n" {
+		t.Errorf("state list FILE pool = %d %q %q", code, out, errs)
+	}
+	if code, out, errs := runT(t, "state", "show", "-no-color", file, "pool.database_pool"); code != 0 || !strings.Contains(out, "# pool.database_pool:") {
+		t.Errorf("state show FILE pool.database_pool = %d %q %q", code, out, errs)
+	}
+	if code, _, errs := runT(t, "state", "list", "-config", file, file); code != 1 || !strings.Contains(errs, "given twice") {
+		t.Errorf("state list -config FILE FILE = %d %q", code, errs)
+	}
 
 	code, out, errs = runT(t, "state", "show", "-config", file, "-no-color", "pool.database_pool")
 	if code != 0 || !strings.Contains(out, "# pool.database_pool:\npool \"database_pool\" {\n") || !strings.Contains(out, "    slots         = 3\n") || !strings.HasSuffix(out, "}\n") {

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -81,7 +82,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 	default:
 		writeStatus(e.stdout, st)
 		if *verbose {
-			writeHolders(e.stdout, grants, time.Now())
+			writeHolders(e.stdout, grants, st.Priorities, time.Now())
 			writeWaiters(e.stdout, st.Components)
 		}
 	}
@@ -93,7 +94,7 @@ func runStatus(ctx context.Context, e *env, args []string) int {
 
 // writeStatus renders st for humans.
 func writeStatus(w io.Writer, st api.Status) {
-	fmt.Fprintf(w, "rpd %s, stack %q, up since %s\n", st.Mode, st.Stack, st.StartedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "rpd %s, stack %q, up since %s, version %s\n", st.Mode, st.Stack, st.StartedAt.Format(time.RFC3339), st.Version)
 	hash := st.ConfigHash
 	if len(hash) > 12 {
 		hash = hash[:12]
@@ -107,6 +108,9 @@ func writeStatus(w io.Writer, st api.Status) {
 	default:
 		fmt.Fprintf(w, "Role: standby; no daemon leads the stack right now\n")
 	}
+	if lv := st.LeaderVersion; lv != nil && *lv != st.Version {
+		fmt.Fprintf(w, "WARNING: mixed versions: this daemon runs %s, the leader %s (a rolling update under way, or stuck; docs/operations.md)\n", st.Version, lv)
+	}
 	if st.Leader != nil && !st.ConfigMatchesLeader {
 		fmt.Fprintf(w, "WARNING: this daemon's configuration (hash %s) differs from the leader's; check the files of every replica\n", hash)
 	}
@@ -117,9 +121,17 @@ func writeStatus(w io.Writer, st api.Status) {
 		fmt.Fprintf(w, "Last reload: REJECTED at %s; version %d stays active:\n%s\n", lr.At.Format(time.RFC3339), lr.ConfigVersion, indent(lr.Error, "  "))
 	}
 	c := st.Components
+	switch {
+	case st.Source == api.SourceUnavailable:
+		fmt.Fprintf(w, "WARNING: pool, budget and VM ceiling figures unavailable: %s\n", st.SourceError)
+	case st.Role != "leader" && st.Leader != nil:
+		fmt.Fprintf(w, "Figures: the leader's, fetched from %s\n", st.Leader.Address)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "\nPOOL\tTOTAL\tUSED\tAVAILABLE\tQUEUED\t\n")
+	if st.Source != api.SourceUnavailable {
+		fmt.Fprintf(tw, "\nPOOL\tTOTAL\tUSED\tAVAILABLE\tQUEUED\t\n")
+	}
 	for _, p := range c.Pools {
 		fmt.Fprintf(tw, "%s%s\t%d\t%d\t%d\t%d\t\n", p.Name, retained(p.Retained), p.Total, p.Used, p.Available, p.Queued)
 	}
@@ -209,7 +221,7 @@ func bytesText(n uint64) string {
 }
 
 // writeHolders renders the grants of -v: who holds what, and since when.
-func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
+func writeHolders(w io.Writer, grants []api.Grant, priorities map[string]int, now time.Time) {
 	if len(grants) == 0 {
 		fmt.Fprintf(w, "\nNo pool slots, budget permits or VM claims are held.\n")
 		return
@@ -221,7 +233,7 @@ func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
 		var what, by, amount string
 		switch g.Kind {
 		case api.KindPool:
-			what, by, amount = "pool."+g.Component, g.TaskID, fmt.Sprintf("%d slot(s)", g.Slots)
+			what, by, amount = "pool."+g.Component, g.TaskID, pluralize(g.Slots, "slot")
 		case api.KindPermit:
 			what, by = "budget."+g.Component, "-"
 			amount = bytesText(g.ScanRingBytes) + "+" + bytesText(g.DeltaCacheBytes)
@@ -229,7 +241,7 @@ func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
 				amount += "+spill"
 			}
 		case api.KindClaim:
-			what, by, amount = "vm_ceiling."+g.Component, g.WorkerID, fmt.Sprintf("%d VM(s)", g.VMs)
+			what, by, amount = "vm_ceiling."+g.Component, g.WorkerID, pluralize(g.VMs, "VM")
 			if g.Confirmed {
 				amount += ", confirmed"
 			}
@@ -240,7 +252,7 @@ func writeHolders(w io.Writer, grants []api.Grant, now time.Time) {
 		case g.Principal != "":
 			by += " (" + g.Principal + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", what, or(by, "-"), amount, g.Priority,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", what, or(by, "-"), amount, priorityText(g.Priority, priorities),
 			relTime(g.GrantedAt, now), relTime(g.HeartbeatAt, now), relTime(g.ExpiresAt, now), g.ID)
 	}
 }
@@ -274,17 +286,39 @@ func writeWaiters(w io.Writer, c api.Components) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
-	fmt.Fprintf(tw, "\nWAITING FOR\tPRIORITY\tREQUESTS\tSLOTS\tOLDEST\t\n")
+	fmt.Fprintf(tw, "\nWAITING FOR\tPRIORITY\tREQUESTS\tSLOTS\tOLDEST\tFIRST TASKS\t\n")
 	for _, r := range rows {
-		slots, oldest := "-", "-"
+		slots, oldest, tasks := "-", "-", "-"
 		if r.q.Slots > 0 {
 			slots = fmt.Sprint(r.q.Slots)
 		}
 		if r.q.OldestWaitSeconds > 0 {
 			oldest = (time.Duration(r.q.OldestWaitSeconds * float64(time.Second))).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t\n", r.what, r.q.Priority, r.q.Requests, slots, oldest)
+		if len(r.q.TaskIDs) > 0 {
+			tasks = strings.Join(r.q.TaskIDs, ", ")
+			if more := r.q.Requests - len(r.q.TaskIDs); more > 0 {
+				tasks += fmt.Sprintf(" and %d more", more)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t\n", r.what, priorityText(r.q.Priority, c.Priorities), r.q.Requests, slots, oldest, tasks)
 	}
+}
+
+// priorityText names a priority weight by the priority blocks that
+// declare it: "critical (100)", or the number alone.
+func priorityText(weight int, names map[string]int) string {
+	var named []string
+	for n, w := range names {
+		if w == weight {
+			named = append(named, n)
+		}
+	}
+	if len(named) == 0 {
+		return strconv.Itoa(weight)
+	}
+	slices.Sort(named)
+	return fmt.Sprintf("%s (%d)", strings.Join(named, "/"), weight)
 }
 
 // relTime renders t relative to now: "12s ago", "in 48s"; "-" for none.

@@ -20,7 +20,7 @@ func TestStatusUnreachable(t *testing.T) {
 		t.Fatalf("status of no daemon = %d %q, want 1 %q", code, errs, want)
 	}
 	code, _, errs = runEnvT(t, &env{environ: []string{"RPD_ADDR=" + addr}}, "run", "-pool", "db", "--", "true")
-	if code != 1 || !strings.Contains(errs, "no rpd daemon at "+addr+" (connection refused)") {
+	if code != exitUnreachable || !strings.Contains(errs, "no rpd daemon at "+addr+" (connection refused)") {
 		t.Fatalf("run against no daemon = %d %q", code, errs)
 	}
 }
@@ -41,7 +41,7 @@ func TestStatusVerboseListsHolders(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status -v = %d: %s", code, errs)
 	}
-	for _, want := range []string{"HELD", "pool.db", "etl-42", "2 slot(s)", "budget.scan", "1MiB+0B+spill", "ago", "in "} {
+	for _, want := range []string{"HELD", "pool.db", "etl-42", "2 slots", "budget.scan", "1MiB+0B+spill", "ago", "in "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status -v lacks %q:\n%s", want, out)
 		}
@@ -60,7 +60,7 @@ func TestWriteHolders(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *time.Time { t := now.Add(d); return &t }
 	var b bytes.Buffer
-	writeHolders(&b, nil, now)
+	writeHolders(&b, nil, nil, now)
 	if !strings.Contains(b.String(), "No pool slots") {
 		t.Errorf("no holders: %q", b.String())
 	}
@@ -68,8 +68,8 @@ func TestWriteHolders(t *testing.T) {
 	writeHolders(&b, []api.Grant{
 		{Kind: api.KindPool, ID: "db.x-1", Component: "db", TaskID: "t1", Slots: 1, GrantedAt: at(-90 * time.Second), HeartbeatAt: at(-5 * time.Second), ExpiresAt: at(55 * time.Second)},
 		{Kind: api.KindClaim, ID: "00ff", Component: "vms", WorkerID: "w9", VMs: 3, Confirmed: true, GrantedAt: at(-time.Second)},
-	}, now)
-	for _, want := range []string{"pool.db", "t1", "1m30s ago", "5s ago", "in 55s", "db.x-1", "vm_ceiling.vms", "w9", "3 VM(s), confirmed"} {
+	}, map[string]int{"low": 0}, now)
+	for _, want := range []string{"pool.db", "t1", "low (0)", "1m30s ago", "5s ago", "in 55s", "db.x-1", "vm_ceiling.vms", "w9", "3 VMs, confirmed"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("holders lack %q:\n%s", want, b.String())
 		}
@@ -84,14 +84,15 @@ func TestWriteWaiters(t *testing.T) {
 	}
 	b.Reset()
 	writeWaiters(&b, api.Components{
-		Pools:    []api.PoolStatus{{Name: "db", QueuedByPriority: []api.QueuedPriority{{Priority: 100, Requests: 2, Slots: 3, OldestWaitSeconds: 12.4}, {Priority: 0, Requests: 1, Slots: 1}}}},
-		Ceilings: []api.CeilingStatus{{Name: "vms", QueuedByPriority: []api.QueuedPriority{{Requests: 4}}}},
+		Pools:      []api.PoolStatus{{Name: "db", QueuedByPriority: []api.QueuedPriority{{Priority: 100, Requests: 2, Slots: 3, OldestWaitSeconds: 12.4, TaskIDs: []string{"etl-1", "etl-2"}}, {Priority: 0, Requests: 12, Slots: 12, TaskIDs: []string{"a"}}}}},
+		Ceilings:   []api.CeilingStatus{{Name: "vms", QueuedByPriority: []api.QueuedPriority{{Requests: 4}}}},
+		Priorities: map[string]int{"critical": 100},
 	})
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "WAITING FOR") {
 		t.Fatalf("waiters:\n%s", b.String())
 	}
-	for i, want := range [][]string{{"pool.db", "100", "2", "3", "12s"}, {"pool.db", "0", "1", "1", "-"}, {"vm_ceiling.vms", "0", "4", "-", "-"}} {
+	for i, want := range [][]string{{"pool.db", "critical", "(100)", "2", "3", "12s", "etl-1,", "etl-2"}, {"pool.db", "0", "12", "12", "-", "a", "and", "11", "more"}, {"vm_ceiling.vms", "0", "4", "-", "-", "-"}} {
 		if got := strings.Fields(lines[i+1]); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("row %d = %q, want %q", i, got, want)
 		}

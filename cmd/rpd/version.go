@@ -4,55 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
-	"runtime/debug"
+
+	"github.com/rpdhq/rpd/internal/buildinfo"
 )
 
-// version is rpd's version, set at build time with
-//
-//	go build -ldflags "-X main.version=v1.2.3" ./cmd/rpd
-var version = "dev"
-
-// buildInfo is what "rpd version" reports.
-type buildInfo struct {
-	Version   string `json:"version"`
-	GoVersion string `json:"go_version"`
-	Platform  string `json:"platform"`
-	Module    string `json:"module,omitempty"`
-	Revision  string `json:"revision,omitempty"`
-	Time      string `json:"time,omitempty"`
-	Modified  bool   `json:"modified,omitempty"`
-}
-
-func readBuildInfo() buildInfo {
-	bi := buildInfo{
-		Version:   version,
-		GoVersion: runtime.Version(),
-		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return bi
-	}
-	bi.Module = info.Main.Path
-	if bi.Version == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		bi.Version = info.Main.Version
-	}
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			bi.Revision = s.Value
-		case "vcs.time":
-			bi.Time = s.Value
-		case "vcs.modified":
-			bi.Modified = s.Value == "true"
-		}
-	}
-	return bi
-}
+const versionHelp = `
+Prints the version of rpd, the Go toolchain that built it and the commit it
+was built from: the one stamped at release time (-ldflags -X, see
+docs/operations.md), else the one Go's VCS stamping recorded, else (an
+unstamped developer build) the HEAD of the source checkout it was compiled
+in, marked as such. GET /v1/status ("version") and the rpd_build_info metric
+report the same.
+`
 
 func runVersion(_ context.Context, e *env, args []string) int {
-	fs := newFlagSet("version", "[options]", "Prints the version of rpd, the Go toolchain that built it and, when built\nfrom a git checkout, the commit.")
+	fs := newFlagSet("version", "[options]", versionHelp)
 	asJSON := fs.Bool("json", false, "print the version information as JSON")
 	if code, ok := parseFlags(e, fs, args); !ok {
 		return code
@@ -66,7 +32,7 @@ func runVersion(_ context.Context, e *env, args []string) int {
 		}
 		return 1
 	}
-	bi := readBuildInfo()
+	bi := buildinfo.Read()
 	if *asJSON {
 		b, _ := json.MarshalIndent(bi, "", "  ")
 		fmt.Fprintf(e.stdout, "%s\n", b)
@@ -75,11 +41,17 @@ func runVersion(_ context.Context, e *env, args []string) int {
 	fmt.Fprintf(e.stdout, "rpd %s\n", bi.Version)
 	fmt.Fprintf(e.stdout, "%s %s\n", bi.GoVersion, bi.Platform)
 	if bi.Revision != "" {
-		mod := ""
-		if bi.Modified {
-			mod = " (modified)"
+		note := ""
+		switch {
+		case bi.RevisionSource == buildinfo.SourceCheckout:
+			note = " (unstamped build: HEAD of the source checkout it was compiled in)"
+		case bi.Modified:
+			note = " (modified)"
 		}
-		fmt.Fprintf(e.stdout, "commit %s%s %s\n", bi.Revision, mod, bi.Time)
+		if bi.Time != "" {
+			note += " " + bi.Time
+		}
+		fmt.Fprintf(e.stdout, "commit %s%s\n", bi.Revision, note)
 	}
 	return 0
 }

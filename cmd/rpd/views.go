@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/rpdhq/rpd/internal/buildinfo"
 	"github.com/rpdhq/rpd/reconcile"
 )
 
@@ -163,6 +164,9 @@ type applyView struct {
 	out     io.Writer
 	c       colorizer
 	destroy bool
+	// skippedShown are the addresses whose "Skipped" progress line was
+	// printed: the closing table does not list them a second time.
+	skippedShown map[reconcile.Address]bool
 }
 
 // Progress prints one progress line per event, Terraform's way.
@@ -180,6 +184,10 @@ func (v *applyView) Progress(e reconcile.Event) {
 		fmt.Fprintf(v.out, "%s: %s after %s\n", addr, v.c.red(verb.noun+" failed"), roundElapsed(e.Elapsed))
 	case reconcile.EventSkipped:
 		fmt.Fprintf(v.out, "%s: %s\n", addr, v.c.yellow("Skipped: "+e.Err.Error()))
+		if v.skippedShown == nil {
+			v.skippedShown = map[reconcile.Address]bool{}
+		}
+		v.skippedShown[e.Address] = true
 	}
 }
 
@@ -219,11 +227,15 @@ func (v *applyView) Result(r *reconcile.ApplyResult, err error) {
 		return // nothing was attempted: the error says why
 	}
 	fmt.Fprintf(v.out, "\n%s %s %d failed, %d skipped.\n\n", v.c.bold(v.c.red(op+" incomplete!")), resources, failed, skipped)
-	width := 0
+	width, shown := 0, 0
 	for _, c := range r.Results {
 		width = max(width, len(c.Address.String()))
 	}
 	for _, c := range r.Results {
+		if c.Status == reconcile.Skipped && v.skippedShown[c.Address] {
+			shown++
+			continue // its progress line said so, with the reason
+		}
 		status := string(c.Status)
 		if status == "" {
 			status = string(reconcile.Skipped)
@@ -239,6 +251,9 @@ func (v *applyView) Result(r *reconcile.ApplyResult, err error) {
 			line = v.c.yellow(line)
 		}
 		fmt.Fprintln(v.out, line)
+	}
+	if shown > 0 {
+		fmt.Fprintf(v.out, "  %s\n", v.c.yellow(fmt.Sprintf("and %s, each listed above with the reason", pluralize(shown, "skipped resource"))))
 	}
 }
 
@@ -335,7 +350,8 @@ func (s *jsonStream) emit(level, typ, msg string, body map[string]any) {
 
 // Version opens the stream, as Terraform's does.
 func (s *jsonStream) Version() {
-	s.emit("info", "version", "rpd "+version, map[string]any{"rpd": version, "ui": "1.0"})
+	v := buildinfo.Read().Version
+	s.emit("info", "version", "rpd "+v, map[string]any{"rpd": v, "ui": "1.0"})
 }
 
 // Plan streams the drift, each planned change, the warnings and the

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,7 +513,7 @@ func TestPageShowsTheLeader(t *testing.T) {
 		"last_reload":{"ok":true,"at":"2026-11-24T12:00:00Z"},"started_at":"2026-11-24T11:00:00Z",
 		"role":"standby","epoch":0,"config_matches_leader":false,
 		"leader":{"holder":"host-a","address":"http://10.0.0.2:7070","mode":"watch","epoch":7},
-		"components":{"pools":[],"budgets":[],"ceilings":[],"classes":[],"priorities":{}}}`
+		"pools":[],"budgets":[],"ceilings":[],"classes":[],"priorities":{}}`
 	for path, body := range map[string]string{"GET /v1/status": status, "GET /v1/leases": `{"leases":[]}`, "GET /v1/classes": `{"classes":[]}`} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
@@ -528,4 +529,64 @@ func TestPageShowsTheLeader(t *testing.T) {
 	waitText(t, ctx, "#meta", "standby", 10*time.Second)
 	waitText(t, ctx, "#meta", "leader http://10.0.0.2:7070", liveWait)
 	waitText(t, ctx, "#meta", "config differs from the leader", liveWait)
+}
+
+// A standby shows the leader's figures and says so; when the leader stops
+// answering (a failover) the page keeps the last figures with a banner
+// instead of blanking or showing zeros, and it fetches holders only for
+// open cards, conditionally.
+func TestPageKeepsTheLastFiguresDuringAFailover(t *testing.T) {
+	page := statuspage.New()
+	mux := http.NewServeMux()
+	for _, p := range page.Patterns() {
+		mux.Handle(p, page)
+	}
+	var leaderGone atomic.Bool
+	var leaseQueries atomic.Value
+	leaseQueries.Store("")
+	const head = `{"mode":"watch","stack":"ha","config_version":3,"config_hash":"ab","state_version":3,
+		"last_reload":{"ok":true,"at":"2026-11-24T12:00:00Z"},"started_at":"2026-11-24T11:00:00Z",
+		"role":"standby","epoch":0,"config_matches_leader":true,
+		"leader":{"holder":"host-a","address":"http://10.0.0.2:7070","mode":"watch","epoch":7},
+		"version":{"version":"v1.2.0","revision":"aaaaaaaaaaaa","go_version":"go1.26"},
+		"leader_version":{"version":"v1.1.0","revision":"bbbbbbbbbbbb","go_version":"go1.26"},
+		"classes":[],"priorities":{"critical":100},`
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if leaderGone.Load() {
+			_, _ = io.WriteString(w, head+`"source":"unavailable","source_error":"the leader at http://10.0.0.2:7070 does not answer","pools":null,"budgets":null,"ceilings":null}`)
+			return
+		}
+		_, _ = io.WriteString(w, head+`"source":"leader","pools":[{"name":"db","description":"","total":3,"used":2,"available":1,"queued":1,
+			"queued_by_priority":[{"priority":100,"requests":1,"slots":1,"oldest_wait_seconds":4,"task_ids":["deploy-9"]}],"leases":2,"holders_url":"/v1/leases?pool=db","retained":false}],"budgets":[],"ceilings":[]}`)
+	})
+	mux.HandleFunc("GET /v1/leases", func(w http.ResponseWriter, r *http.Request) {
+		leaseQueries.Store(r.URL.RawQuery)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"total":2,"leases":[{"kind":"pool","id":"db.x-1","component":"db","task_id":"etl-7","priority":100,"slots":2}]}`)
+	})
+	mux.HandleFunc("GET /v1/classes", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"classes":[]}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx := browser(t, 1280, 800)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, ctx, "#meta", "figures from the leader", 10*time.Second)
+	waitText(t, ctx, "#meta", "mixed versions: leader runs v1.1.0", liveWait)
+	waitText(t, ctx, "#pools", "1 request at priority critical (100) (1 slot)", liveWait)
+	waitText(t, ctx, "#pools", "deploy-9", liveWait)
+	waitText(t, ctx, "#pools", "etl-7", liveWait)
+	waitText(t, ctx, "#pools", "showing the first 1 of 2", liveWait)
+	if q := leaseQueries.Load().(string); q != "pool=db&limit=100" {
+		t.Errorf("the page asked GET /v1/leases?%s; want the open card's first holders (pool=db&limit=100)", q)
+	}
+
+	leaderGone.Store(true)
+	waitText(t, ctx, "#conn", "showing the last known figures", liveWait)
+	waitText(t, ctx, "#conn", "does not answer", liveWait)
+	waitText(t, ctx, "#pools", "2/3 used", liveWait)
 }

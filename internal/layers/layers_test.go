@@ -50,6 +50,7 @@ var rules = map[string]rule{
 	"backend/faulty":               {rpd: []string{"backend", "runtime/pickup"}},
 	"backend/ec2":                  {rpd: []string{"runtime/fleet", "runtime/ledger"}, ext: awsSDK},
 	"backend/backendtest":          {rpd: []string{"backend", "runtime/pickup", "runtime/pools"}},
+	"backend/snapshot":             {rpd: []string{"backend", "runtime/pickup", "runtime/pools"}},
 	"spec":                         {ext: append(hcl, "github.com/zclconf/go-cty/", "github.com/robfig/cron/v3")},
 	"reconcile":                    {rpd: []string{"backend", "spec"}, ext: []string{"golang.org/x/sync/errgroup"}},
 	"internal/open":                {rpd: []string{"backend", "backend/aws", "backend/local", "reconcile", "runtime/pickup", "runtime/pools"}},
@@ -57,12 +58,13 @@ var rules = map[string]rule{
 	"internal/clocktest":           {},
 	"internal/tlstest":             {},
 	"internal/ec2test":             {ext: awsSDK},
+	"internal/buildinfo":           {},
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
 	"daemon/watch":                 {ext: []string{"github.com/fsnotify/fsnotify"}},
-	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
+	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
-	"cmd/rpd": {rpd: []string{"api", "backend", "internal/open", "client", "daemon", "reconcile", "spec"},
+	"cmd/rpd": {rpd: []string{"api", "backend", "backend/snapshot", "internal/buildinfo", "internal/open", "client", "daemon", "reconcile", "spec"},
 		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},
 }
 

@@ -3,6 +3,8 @@ package pools
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -57,12 +59,12 @@ func TestHolders(t *testing.T) {
 	if hb.TaskID != "b" || !hb.RenewedAt.Equal(hb.GrantedAt) || !hb.GrantedAt.Equal(start.Add(10*time.Second)) {
 		t.Errorf("holder b = %+v: want granted at +10s and never renewed", hb)
 	}
-	want := []QueuedPriority{{Priority: 5, Requests: 2, Slots: 3, Oldest: 3 * time.Second}, {Priority: -1, Requests: 1, Slots: 1}}
+	want := []QueuedPriority{{Priority: 5, Requests: 2, Slots: 3, Oldest: 3 * time.Second, TaskIDs: []string{"w1", "w2"}}, {Priority: -1, Requests: 1, Slots: 1, TaskIDs: []string{"w3"}}}
 	if len(qs) != len(want) {
 		t.Fatalf("queued = %+v, want %+v", qs, want)
 	}
 	for i := range want {
-		if qs[i] != want[i] {
+		if !reflect.DeepEqual(qs[i], want[i]) {
 			t.Errorf("queued[%d] = %+v, want %+v", i, qs[i], want[i])
 		}
 	}
@@ -93,5 +95,28 @@ func TestHolders(t *testing.T) {
 	}
 	if l, ok := m.Held(aID); ok {
 		t.Fatalf("Held of the released lease = %v, true", l)
+	}
+}
+
+// With more waiters than MaxListedWaiters, the first ones (in the order
+// they are served) are named.
+func TestHoldersNamesTheFirstWaiters(t *testing.T) {
+	m := newTestManager(t, Options{})
+	if err := m.ConfigurePool(PoolConfig{Name: "db", Slots: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, m, "db", Request{TaskID: "holder"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range MaxListedWaiters + 5 {
+		acquireAsync(ctx, m, "db", Request{TaskID: fmt.Sprintf("w%02d", i)})
+		waitQueued(t, m, "db", i+1)
+	}
+	_, qs, err := m.Holders("db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Requests != MaxListedWaiters+5 || len(qs[0].TaskIDs) != MaxListedWaiters || qs[0].TaskIDs[0] != "w00" || qs[0].TaskIDs[MaxListedWaiters-1] != fmt.Sprintf("w%02d", MaxListedWaiters-1) {
+		t.Fatalf("queued = %+v; want %d requests naming w00..w%02d", qs, MaxListedWaiters+5, MaxListedWaiters-1)
 	}
 }

@@ -4,6 +4,8 @@
 
 (function () {
   const POLL_MS = 1000;
+  const HOLDERS_PAGE = 100; // holders an open card fetches, more on demand
+  const SEARCH_LIMIT = 5000; // grants a search looks through
   const AUTO_EXPAND = 12; // sections with at most this many items start expanded
   const TOKEN_KEY = 'rpd-token';
 
@@ -17,6 +19,11 @@
     busyOnly: false,
     data: null,
     lastOK: 0,
+    inflight: false, // a poll is under way
+    again: false, // poll again as soon as it is done
+    etags: new Map(), // path -> {etag, body}: conditional GETs answer 304
+    limits: new Map(), // "kind:name" -> holders to fetch for its open card
+    totals: new Map(), // "grantKind:name" -> holders in all (fetched cards)
     timer: 0,
   };
 
@@ -79,41 +86,113 @@
 
   class Unauthorized extends Error {}
 
+  // get fetches path, conditionally: an unchanged answer is a bodiless 304
+  // and the copy kept from last time is used.
   async function get(path) {
     const headers = { Accept: 'application/json' };
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
+    const kept = ui.etags.get(path);
+    if (kept) headers['If-None-Match'] = kept.etag;
     const r = await fetch(path, { headers, cache: 'no-store', credentials: 'omit' });
+    if (r.status === 304 && kept) return kept.body;
     if (r.status === 401) throw new Unauthorized('unauthorized');
     if (!r.ok) {
       let msg = r.status + ' ' + r.statusText;
       try { msg = (await r.json()).error.message; } catch (e) { /* keep the status line */ }
       throw new Error(path + ': ' + msg);
     }
-    return r.json();
+    const body = await r.json();
+    const etag = r.headers.get('ETag');
+    if (etag) ui.etags.set(path, { etag, body });
+    return body;
   }
 
+  // leasePaths are the GET /v1/leases queries the page needs: the first
+  // holders of every open card (summaries come with the status), or for a
+  // search, every grant up to SEARCH_LIMIT.
+  function leasePaths(status) {
+    if (ui.filter) return ['v1/leases?limit=' + SEARCH_LIMIT];
+    const paths = [];
+    for (const [kind, list, param] of [['pool', status.pools, 'pool'], ['budget', status.budgets, 'budget'], ['ceiling', status.ceilings, 'ceiling']]) {
+      ui.autoExpand[kind] = (list || []).length <= AUTO_EXPAND;
+      for (const it of list || []) {
+        const key = kind + ':' + it.name;
+        if (isOpen(key)) paths.push('v1/leases?' + param + '=' + encodeURIComponent(it.name) + '&limit=' + (ui.limits.get(key) || HOLDERS_PAGE));
+      }
+    }
+    return paths;
+  }
+
+  // poll fetches and renders now, then every POLL_MS; a call while one is
+  // in flight (a card opened, a search typed) runs once it is done.
   async function poll() {
+    if (ui.inflight) { ui.again = true; return; }
+    ui.inflight = true;
     clearTimeout(ui.timer);
+    let keepPolling = true;
+    try { keepPolling = await pollOnce(); } finally { ui.inflight = false; }
+    if (!keepPolling) return;
+    if (ui.again) { ui.again = false; poll(); return; }
+    ui.timer = setTimeout(poll, POLL_MS);
+  }
+
+  // pollOnce fetches and renders once; false: stop polling (a token is needed).
+  async function pollOnce() {
     try {
-      const [status, leases, classes] = await Promise.all([get('v1/status'), get('v1/leases'), get('v1/classes')]);
-      ui.data = { status, leases: leases.leases || [], classes: classes.classes || [] };
-      ui.lastOK = Date.now();
+      const got = await Promise.allSettled([get('v1/status'), get('v1/classes')]);
+      for (const g of got) if (g.status === 'rejected' && g.reason instanceof Unauthorized) throw g.reason;
+      if (got[0].status === 'rejected') throw got[0].reason;
+      // During a failover (or on a standby cut off from its leader) the
+      // figures are unknown: keep the last ones on screen, marked stale,
+      // rather than blank the page or show zeros.
+      const prev = ui.data;
+      const status = got[0].value;
+      const problems = [];
+      if (status.source === 'unavailable') {
+        problems.push(status.source_error || 'the leader does not answer');
+        for (const k of ['pools', 'budgets', 'ceilings']) status[k] = prev ? prev.status[k] : [];
+      }
+      let classes = prev ? prev.classes : [];
+      if (got[1].status === 'fulfilled') classes = got[1].value.classes || [];
+      else problems.push(got[1].reason.message);
+      let leases = status.source === 'unavailable' && prev ? prev.leases : [];
+      const paths = status.source === 'unavailable' ? [] : leasePaths(status);
+      const lists = await Promise.allSettled(paths.map(get));
+      ui.totals = new Map();
+      for (const l of lists) {
+        if (l.status === 'rejected') {
+          if (l.reason instanceof Unauthorized) throw l.reason;
+          problems.push(l.reason.message);
+          leases = prev ? prev.leases : [];
+          break;
+        }
+        const ls = l.value.leases || [];
+        leases.push(...ls);
+        if (ls.length) ui.totals.set(ls[0].kind + ':' + ls[0].component, l.value.total);
+      }
+      ui.data = { status, leases, classes };
       showLogin(false);
       render();
-      setConn('live', 'ok');
+      if (problems.length === 0) {
+        ui.lastOK = Date.now();
+        setConn('live', 'ok');
+      } else {
+        const since = ui.lastOK ? ' (figures from ' + span((Date.now() - ui.lastOK) / 1000) + ' ago)' : '';
+        setConn('showing the last known figures' + since + ': ' + problems.join('; '), 'warn');
+      }
     } catch (e) {
       if (e instanceof Unauthorized) {
         ui.data = null;
         clearContent();
         showLogin(true, token() ? 'That token was refused. Enter the daemon\'s current token.' : '');
         setConn('token needed', 'warn');
-        return; // no polling until a token is entered
+        return false; // no polling until a token is entered
       }
       const since = ui.lastOK ? ' (last update ' + span((Date.now() - ui.lastOK) / 1000) + ' ago)' : '';
       setConn('daemon unreachable: ' + e.message + since, 'bad');
     }
-    ui.timer = setTimeout(poll, POLL_MS);
+    return true;
   }
 
   function setConn(text, cls) {
@@ -142,7 +221,7 @@
     const d = ui.data;
     if (!d) return;
     const st = d.status;
-    const comp = st.components || {};
+    const comp = st;
     $('stack').textContent = 'stack ' + (st.stack || 'default');
     document.title = 'rpd · ' + (st.stack || 'default');
     renderMeta(st);
@@ -172,6 +251,17 @@
     if (st.role) {
       const epoch = st.epoch || (st.leader && st.leader.epoch);
       items.push(h('span', { class: 'badge ' + (st.role === 'leader' ? 'ok' : 'warn') }, st.role + (epoch ? ' · epoch ' + epoch : '')));
+    }
+    if (st.version) {
+      const v = st.version;
+      items.push(h('span', { title: (v.revision || '') + ' ' + (v.go_version || '') }, 'rpd ' + v.version + (v.revision ? ' ' + v.revision.slice(0, 7) : '')));
+    }
+    const lv = st.leader_version;
+    if (lv && st.version && (lv.version !== st.version.version || lv.revision !== st.version.revision)) {
+      items.push(h('span', { class: 'badge warn', title: 'a rolling update is under way, or stuck' }, 'mixed versions: leader runs ' + lv.version + (lv.revision ? ' ' + lv.revision.slice(0, 7) : '')));
+    }
+    if (st.role === 'standby' && st.source === 'leader') {
+      items.push(h('span', { class: 'badge ok', title: 'pools, budgets, ceilings and holders are the leader\'s, fetched through this standby' }, 'figures from the leader'));
     }
     if (st.leader && st.role !== 'leader') {
       const l = st.leader;
@@ -238,9 +328,9 @@
     return ui.autoExpand[key.slice(0, key.indexOf(':'))] || ui.filter !== '';
   }
 
+  // toggle opens or closes a card; an opened card fetches its holders.
   function toggle(key) {
-    if (isOpen(key)) { ui.expanded.delete(key); ui.collapsed.add(key); } else { ui.collapsed.delete(key); ui.expanded.add(key); }
-    render();
+    if (isOpen(key)) { ui.expanded.delete(key); ui.collapsed.add(key); render(); } else { ui.collapsed.delete(key); ui.expanded.add(key); render(); poll(); }
   }
 
   function card(key, title, badges, summary, body) {
@@ -261,20 +351,41 @@
       h('span', { class: 'bar-text' }, text));
   }
 
+  function plural(n, noun) { return n + ' ' + noun + (n === 1 ? '' : 's'); }
+
+  // priorityName names a weight by the priority blocks that declare it.
+  function priorityName(w) {
+    const prios = (ui.data && ui.data.status.priorities) || {};
+    const names = Object.keys(prios).filter((n) => prios[n] === w).sort();
+    return names.length ? names.join('/') + ' (' + w + ')' : String(w);
+  }
+
   function queueText(q) {
     if (!q || q.length === 0) return null;
-    return h('div', { class: 'queue' }, 'waiting: ', q.map((e) =>
-      h('span', { class: 'chip' }, e.requests + ' at priority ' + e.priority + (e.slots ? ' (' + e.slots + ' slots)' : '') +
-        (e.oldest_wait_seconds ? ', oldest ' + span(e.oldest_wait_seconds) : ''))));
+    return h('div', { class: 'queue' }, 'waiting: ', q.map((e) => {
+      const ids = e.task_ids || [];
+      const more = e.requests - ids.length;
+      return h('span', { class: 'chip', title: ids.length ? 'first in line: ' + ids.join(', ') + (more > 0 ? ' and ' + more + ' more' : '') : '' },
+        plural(e.requests, 'request') + ' at priority ' + priorityName(e.priority) + (e.slots ? ' (' + plural(e.slots, 'slot') + ')' : '') +
+        (e.oldest_wait_seconds ? ', oldest ' + span(e.oldest_wait_seconds) : '') +
+        (ids.length ? ': ' + ids.join(', ') + (more > 0 ? ' +' + more : '') : ''));
+    }));
   }
 
   function retainedBadge(x) { return x.retained ? h('span', { class: 'badge warn' }, 'removed, in use') : null; }
 
-  function table(cols, rows, empty) {
+  // table renders a card's holders; when the daemon has more than were
+  // fetched (totals, keyed by grant kind), a button fetches more.
+  function table(cols, rows, empty, cardKey, grantKey) {
     if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+    const total = (grantKey && ui.totals.get(grantKey)) || rows.length;
+    const more = total > rows.length && !ui.filter
+      ? h('p', { class: 'more' }, 'showing the first ' + rows.length + ' of ' + total + ' ',
+        h('button', { type: 'button', onclick: () => { ui.limits.set(cardKey, rows.length + HOLDERS_PAGE); poll(); } }, 'show ' + HOLDERS_PAGE + ' more'))
+      : null;
     return h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, cols.map((c) => h('th', { class: c.num ? 'num' : '' }, c.title)))),
-      h('tbody', {}, rows.map((r) => h('tr', {}, cols.map((c) => h('td', { class: c.num ? 'num' : '' }, c.cell(r))))))));
+      h('tbody', {}, rows.map((r) => h('tr', {}, cols.map((c) => h('td', { class: c.num ? 'num' : '' }, c.cell(r))))))), more);
   }
 
   const timeCols = [
@@ -293,10 +404,10 @@
         detail: () => table([
           { title: 'task', cell: (g) => h('code', {}, g.task_id || '(none)') },
           { title: 'slots', num: true, cell: (g) => g.slots },
-          { title: 'priority', num: true, cell: (g) => g.priority },
+          { title: 'priority', num: true, cell: (g) => priorityName(g.priority) },
           ...timeCols,
           { title: 'lease', cell: (g) => h('code', { class: 'id' }, g.id) },
-        ], grants, 'No holders.'),
+        ], grants, 'No holders.', 'pool:' + p.name, 'pool:' + p.name),
       });
   }
 
@@ -304,7 +415,7 @@
     const sr = b.scan_ring_bytes, dc = b.delta_cache_bytes, sp = b.spill_slots;
     const srUsed = sr.total - sr.available, dcUsed = dc.total - dc.available;
     const spBar = sp.unlimited
-      ? bar('spill slots', 0, 0, grants.filter((g) => g.spill).length + ' used, unlimited')
+      ? bar('spill slots', 0, 0, (isOpen('budget:' + b.name) ? grants.filter((g) => g.spill).length : '?') + ' used, unlimited')
       : bar('spill slots', sp.total - sp.available, sp.total, (sp.total - sp.available) + ' / ' + sp.total);
     return card('budget:' + b.name, b.name, [retainedBadge(b)],
       b.permits + ' permit' + (b.permits === 1 ? '' : 's') + (b.queued ? ' · ' + b.queued + ' queued' : ''),
@@ -319,7 +430,7 @@
           { title: 'spill', cell: (g) => (g.spill ? 'yes' : 'no') },
           ...timeCols,
           { title: 'permit', cell: (g) => h('code', { class: 'id' }, g.id) },
-        ], grants, 'No permits held.'),
+        ], grants, 'No permits held.', 'budget:' + b.name, 'permit:' + b.name),
       });
   }
 
@@ -346,7 +457,7 @@
           { title: 'granted', cell: (g) => h('span', { title: g.granted_at || '' }, ago(g.granted_at)) },
           { title: 'expires', cell: (g) => h('span', { title: g.expires_at || '' }, until(g.expires_at)) },
           { title: 'claim', cell: (g) => h('code', { class: 'id' }, g.id) },
-        ], grants, 'No claims.'),
+        ], grants, 'No claims.', 'ceiling:' + c.name, 'claim:' + c.name),
       });
   }
 
@@ -399,7 +510,7 @@
       $('login-error').hidden = true;
       poll();
     });
-    $('filter').addEventListener('input', (ev) => { ui.filter = ev.target.value.trim().toLowerCase(); render(); });
+    $('filter').addEventListener('input', (ev) => { ui.filter = ev.target.value.trim().toLowerCase(); render(); poll(); });
     $('busy').addEventListener('change', (ev) => { ui.busyOnly = ev.target.checked; render(); });
     $('expand').addEventListener('click', () => {
       for (const el of document.querySelectorAll('article.card')) { ui.collapsed.delete(el.dataset.key); ui.expanded.add(el.dataset.key); }

@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/runtime/pickup"
+)
+
+// observability holds the series measured on the request and backend
+// paths, as opposed to componentCollector's, read at scrape time.
+type observability struct {
+	requests  *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	grantWait *prometheus.HistogramVec
+	calls     *prometheus.CounterVec
+	callTime  *prometheus.HistogramVec
+}
+
+// Buckets: requests long-poll up to api.MaxWaitSeconds; backend calls
+// include SQS long polls of up to 20 s.
+var (
+	requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	callBuckets    = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20}
+)
+
+func newObservability(reg prometheus.Registerer) *observability {
+	o := &observability{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rpd_http_requests_total", Help: "HTTP requests answered, by route pattern (\"unmatched\" for none) and status code."}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rpd_http_request_duration_seconds", Help: "Time to answer an HTTP request, by route pattern; long-polls included (they wait up to their wait_seconds).", Buckets: requestBuckets}, []string{"route"}),
+		grantWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rpd_grant_wait_seconds", Help: "Time from a grant request's arrival at the leader to its grant, by kind (pool, budget, vm_ceiling) and component name.", Buckets: requestBuckets}, []string{"kind", "name"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rpd_backend_calls_total", Help: "Backend calls by operation and result: ok, condition (a refused condition: fenced, version conflict, lost race, stale handle, not found), canceled, or error."}, []string{"op", "result"}),
+		callTime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "rpd_backend_call_duration_seconds", Help: "Time of a backend call, by operation (queue.receive long-polls up to 20 s).", Buckets: callBuckets}, []string{"op"}),
+	}
+	reg.MustRegister(o.requests, o.latency, o.grantWait, o.calls, o.callTime)
+	return o
+}
+
+// backendCall is the backend's open.Observer.
+func (o *observability) backendCall(op string, took time.Duration, err error) {
+	o.callTime.WithLabelValues(op).Observe(took.Seconds())
+	o.calls.WithLabelValues(op, callResult(err)).Inc()
+}
+
+func callResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.Is(err, backend.ErrFenced), errors.Is(err, backend.ErrVersionConflict),
+		errors.Is(err, pickup.ErrConditionFailed), errors.Is(err, pickup.ErrNotFound), errors.Is(err, pickup.ErrStaleHandle):
+		return "condition"
+	}
+	return "error"
+}
+
+// grantRoutes are the patterns whose 200 is a grant, and the kind of
+// component it is of.
+var grantRoutes = map[string]string{
+	"POST /v1/pools/{name}/acquire":   "pool",
+	"POST /v1/budgets/{name}/permits": "budget",
+	"POST /v1/ceilings/{name}/claims": "vm_ceiling",
+}
+
+// observe counts and times every request by the pattern mux matched (the
+// patterns are a fixed set, so the label stays small) and, on the leader,
+// the wait of every grant. A standby's forwarded requests never reach mux
+// on it; they are labelled by the pattern they would match.
+func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
+	o := d.metrics.obs
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		took := time.Since(start)
+		route := r.Pattern
+		local := route != ""
+		if !local {
+			_, route = mux.Handler(r)
+		}
+		if route == "" || route == "/" {
+			route = "unmatched"
+		}
+		o.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		o.latency.WithLabelValues(route).Observe(took.Seconds())
+		if kind, ok := grantRoutes[route]; ok && local && sw.code == http.StatusOK {
+			o.grantWait.WithLabelValues(kind, r.PathValue("name")).Observe(took.Seconds())
+		}
+	})
+}
+
+// statusWriter records the status code a handler wrote. Unwrap lets
+// http.ResponseController reach the connection (deadlines, flushes).
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -1,0 +1,65 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/runtime/pickup"
+)
+
+// A grant shows in the request, grant-wait and backend-call series, under
+// the route's pattern, never under the raw path.
+func TestRequestAndBackendMetrics(t *testing.T) {
+	td := startDaemon(t, "pool \"p\" {\n  slots = 1\n}\n")
+	l, err := td.c.Acquire(context.Background(), "p", api.AcquireRequest{TaskID: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := td.c.Heartbeat(context.Background(), l.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := td.raw(t, http.MethodGet, "/v1/no-such-route", ""); code != http.StatusNotFound {
+		t.Fatalf("unknown route: %d", code)
+	}
+	_, m := td.raw(t, http.MethodGet, "/metrics", "")
+	for _, want := range []string{
+		`rpd_http_requests_total{code="200",route="POST /v1/pools/{name}/acquire"} 1`,
+		`rpd_http_requests_total{code="200",route="POST /v1/leases/{id}/heartbeat"} 1`,
+		`rpd_http_requests_total{code="404",route="unmatched"} 1`,
+		`rpd_http_request_duration_seconds_count{route="POST /v1/pools/{name}/acquire"} 1`,
+		`rpd_grant_wait_seconds_count{kind="pool",name="p"} 1`,
+		`rpd_backend_calls_total{op="pools.put_lease",result="ok"}`,
+		`rpd_backend_call_duration_seconds_count{op="leader.acquire"}`,
+		`rpd_build_info{goversion="go`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(m, l.LeaseID) {
+		t.Error("/metrics carries a lease ID in a label: the route label must be the pattern")
+	}
+}
+
+func TestCallResult(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{nil, "ok"},
+		{fmt.Errorf("put: %w", backend.ErrFenced), "condition"},
+		{fmt.Errorf("claim: %w", pickup.ErrConditionFailed), "condition"},
+		{context.Canceled, "canceled"},
+		{errors.New("disk I/O error"), "error"},
+	} {
+		if got := callResult(tt.err); got != tt.want {
+			t.Errorf("callResult(%v) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
+}
