@@ -98,7 +98,9 @@ func TestFleetSpotFallbackStatusMetrics(t *testing.T) {
 	}
 	waitFleet(t, td, "1 idle and 1 booting", func(f *api.FleetStatus) bool { return f.Idle == 1 && f.Booting == 1 })
 	// The claims of the launched VMs are the fleet's: no worker ends them.
-	for _, g := range td.d.grantsMatching(grantFilter{kind: api.KindClaim}) {
+	all := window[api.Grant]{limit: -1}
+	td.d.grantsMatching(grantFilter{kind: api.KindClaim}, &all)
+	for _, g := range all.out {
 		if g.Principal != fleetPrincipal.name {
 			t.Errorf("the fleet's claim %s is held by %q; want %s", g.ID, g.Principal, fleetPrincipal.name)
 		}
