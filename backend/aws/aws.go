@@ -10,14 +10,12 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/internal/awsconfig"
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -89,41 +87,16 @@ func Open(ctx context.Context, opts Options) (*Backend, error) {
 	if opts.TablePrefix == "" {
 		return nil, fmt.Errorf("aws backend: Options.TablePrefix is required (rpd's default is %q)", backend.DefaultTablePrefix(opts.Stack))
 	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	loadOpts := []func(*config.LoadOptions) error{
-		config.WithRetryer(func() awssdk.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = opts.MaxAttempts
-				o.MaxBackoff = 5 * time.Second
-				// Throttling is retried with backoff; the client-side
-				// retry quota would otherwise fail calls of a busy daemon.
-				o.RateLimiter = ratelimit.None
-			})
-		}),
-	}
-	if opts.Region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
-	}
-	if opts.Profile != "" {
-		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
-	}
-	if opts.Credentials != nil {
-		loadOpts = append(loadOpts, config.WithCredentialsProvider(opts.Credentials))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	cfg, err := awsconfig.Load(ctx, "aws backend", awsconfig.Options{Region: opts.Region, Profile: opts.Profile,
+		Credentials: opts.Credentials, MaxAttempts: opts.MaxAttempts})
 	if err != nil {
-		return nil, fmt.Errorf("aws backend: load the AWS configuration: %w", err)
-	}
-	if cfg.Region == "" {
-		return nil, errors.New("aws backend: no AWS region configured; set AWS_REGION or the region option")
+		return nil, err
 	}
 	b := &Backend{
 		stack:  opts.Stack,

@@ -12,13 +12,11 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/rpdhq/rpd/backend/internal/awsconfig"
 	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/runtime/ledger"
 )
@@ -72,42 +70,13 @@ func Open(ctx context.Context, opts Options) (*Client, error) {
 	if opts.Stack == "" {
 		return nil, errors.New("ec2: Options.Stack is required")
 	}
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
-	if opts.MaxBackoff <= 0 {
-		opts.MaxBackoff = 5 * time.Second
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	loadOpts := []func(*config.LoadOptions) error{
-		config.WithRetryer(func() awssdk.Retryer {
-			return retry.NewStandard(func(o *retry.StandardOptions) {
-				o.MaxAttempts = opts.MaxAttempts
-				o.MaxBackoff = opts.MaxBackoff
-				// Throttling (RequestLimitExceeded) is retried with
-				// backoff; the client-side retry quota would otherwise
-				// fail the calls of a busy reconciler.
-				o.RateLimiter = ratelimit.None
-			})
-		}),
-	}
-	if opts.Region != "" {
-		loadOpts = append(loadOpts, config.WithRegion(opts.Region))
-	}
-	if opts.Profile != "" {
-		loadOpts = append(loadOpts, config.WithSharedConfigProfile(opts.Profile))
-	}
-	if opts.Credentials != nil {
-		loadOpts = append(loadOpts, config.WithCredentialsProvider(opts.Credentials))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
+	cfg, err := awsconfig.Load(ctx, "ec2", awsconfig.Options{Region: opts.Region, Profile: opts.Profile,
+		Credentials: opts.Credentials, MaxAttempts: opts.MaxAttempts, MaxBackoff: opts.MaxBackoff})
 	if err != nil {
-		return nil, fmt.Errorf("ec2: load the AWS configuration: %w", err)
-	}
-	if cfg.Region == "" {
-		return nil, errors.New("ec2: no AWS region configured; set AWS_REGION, or region in the rpd block's backend \"aws\"")
+		return nil, err
 	}
 	c := &Client{stack: opts.Stack, log: opts.Logger, vcpus: map[string]int{}}
 	c.ec2 = ec2.NewFromConfig(cfg, func(o *ec2.Options) {
