@@ -90,19 +90,18 @@ func TestGroupCommitConcurrentWriters(t *testing.T) {
 	}
 }
 
-// Fenced writes of a stale and of the current epoch, sent together: the
-// round's one leader read refuses every stale one (ErrFenced, its put
-// undone) and lets the current ones stand.
-func TestGroupCommitFencedWritesShareTheVerdict(t *testing.T) {
-	e := awstest.Start(t)
-	b := openTables(t, e)
+// takeOverAfter makes daemon "a" leader, writes a lease record id under
+// its epoch, and hands the stack to daemon "b": it returns the pool stores
+// fenced at a's (stale) and b's (current) epoch.
+func takeOverAfter(t *testing.T, b *aws.Backend, id string) (stale, cur *aws.PoolStore) {
+	t.Helper()
 	ctx := context.Background()
 	a, _, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stale := b.PoolStore().Fence(a.Epoch)
-	if err := stale.PutLease(ctx, leaseRec("p.kept")); err != nil {
+	stale = b.PoolStore().Fence(a.Epoch)
+	if err := stale.PutLease(ctx, leaseRec(id)); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.ReleaseLeader(ctx, "a", a.Epoch); err != nil {
@@ -112,7 +111,17 @@ func TestGroupCommitFencedWritesShareTheVerdict(t *testing.T) {
 	if err != nil || !held || l.Epoch != a.Epoch+1 {
 		t.Fatalf("takeover: %+v, %v, %v", l, held, err)
 	}
-	cur := b.PoolStore().Fence(l.Epoch)
+	return stale, b.PoolStore().Fence(l.Epoch)
+}
+
+// Fenced writes of a stale and of the current epoch, sent together: the
+// round's one leader read refuses every stale one (ErrFenced, its put
+// undone) and lets the current ones stand.
+func TestGroupCommitFencedWritesShareTheVerdict(t *testing.T) {
+	e := awstest.Start(t)
+	b := openTables(t, e)
+	ctx := context.Background()
+	stale, cur := takeOverAfter(t, b, "p.kept")
 	const n = 10
 	errs := make([]error, 2*n+1)
 	var wg sync.WaitGroup
@@ -155,20 +164,7 @@ func TestFencedHeartbeatIsNotUndone(t *testing.T) {
 	e := awstest.Start(t)
 	b := openTables(t, e)
 	ctx := context.Background()
-	a, _, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stale := b.PoolStore().Fence(a.Epoch)
-	if err := stale.PutLease(ctx, leaseRec("p.held")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.ReleaseLeader(ctx, "a", a.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	if _, held, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Hour}); err != nil || !held {
-		t.Fatalf("takeover: %v, %v", held, err)
-	}
+	stale, _ := takeOverAfter(t, b, "p.held")
 	hb := leaseRec("p.held")
 	hb.ExpiresAt = hb.ExpiresAt.Add(time.Minute)
 	if err := stale.PutLease(ctx, hb); !errors.Is(err, backend.ErrFenced) {

@@ -401,18 +401,25 @@ func TestHAE2ESigstop(t *testing.T) {
 	}
 }
 
-// SIGTERM on the leader releases its lease: the standby takes over at
-// once (well before a 5 s lease would run out), with the lease counted.
-func TestHAE2ESigtermHandover(t *testing.T) {
+// leaderAndStandby runs two "rpd watch" of one stack (default 5 s leader
+// lease) with a 1-slot pool "p", and returns them by role.
+func leaderAndStandby(t *testing.T) (leader, standby *liveDaemon) {
+	t.Helper()
 	conf, cwd := t.TempDir(), t.TempDir()
 	writeConf(t, filepath.Join(conf, "main.hcl"), "rpd {\n  stack = \"e2e\"\n}\npool \"p\" {\n  slots = 1\n}\n")
 	a := startRPD(t, cwd, nil, "watch", conf)
 	b := startRPD(t, cwd, nil, "watch", conf)
-	leader := leaderOf(t, a, b)
-	standby := a
+	leader, standby = leaderOf(t, a, b), a
 	if leader == a {
 		standby = b
 	}
+	return leader, standby
+}
+
+// SIGTERM on the leader releases its lease: the standby takes over at
+// once (well before a 5 s lease would run out), with the lease counted.
+func TestHAE2ESigtermHandover(t *testing.T) {
+	leader, standby := leaderAndStandby(t)
 	l, err := leader.c.Acquire(context.Background(), "p", api.AcquireRequest{TaskID: "held"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,15 +21,7 @@ import (
 // grants within about a second (Go's Shutdown alone waits 5 s for the raw
 // connection).
 func TestSigtermHandoverWithConnectionsOpen(t *testing.T) {
-	conf, cwd := t.TempDir(), t.TempDir()
-	writeConf(t, filepath.Join(conf, "main.hcl"), "rpd {\n  stack = \"e2e\"\n}\npool \"p\" {\n  slots = 1\n}\n")
-	a := startRPD(t, cwd, nil, "watch", conf)
-	b := startRPD(t, cwd, nil, "watch", conf)
-	leader := leaderOf(t, a, b)
-	standby := a
-	if leader == a {
-		standby = b
-	}
+	leader, standby := leaderAndStandby(t)
 	ctx := context.Background()
 	held, err := leader.c.Acquire(ctx, "p", api.AcquireRequest{TaskID: "held", TTLSeconds: 60})
 	if err != nil {
