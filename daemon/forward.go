@@ -290,21 +290,25 @@ func (d *Daemon) arbitrating() bool {
 // up to 10 s or until ctx ends. It reports whether it arbitrates now; it
 // returns at once when it is not taking over.
 func (d *Daemon) awaitServing(ctx context.Context) bool {
+	takingOver := func() bool {
+		_, err := d.elector.leading()
+		return err == nil && !d.stopping.Load() && !d.arbitrating()
+	}
+	if !takingOver() {
+		return d.arbitrating() // a standby's every forward: no timer
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for {
-		if d.arbitrating() {
-			return true
-		}
-		if _, err := d.elector.leading(); err != nil || d.stopping.Load() {
-			return false
-		}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for takingOver() {
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(10 * time.Millisecond):
+		case <-t.C:
 		}
 	}
+	return d.arbitrating()
 }
 
 // leaderReachable is /readyz on a standby: the leader's /healthz answers.
