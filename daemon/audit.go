@@ -241,7 +241,7 @@ func requestEntry(r *http.Request, p *principal, pattern string, w *auditWriter)
 
 // auditReloadSince writes the audit line of the reload that ran if the
 // last reload's time moved past since (an unchanged snapshot the watcher
-// saw again is no reload). Called with the reloader's lock held.
+// saw again is no reload). Called on the reloader's owner.
 func (d *Daemon) auditReloadSince(since time.Time, forced bool) {
 	res := d.reloader.state().last
 	if d.audit == nil || res.At.Equal(since) {

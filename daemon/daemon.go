@@ -133,7 +133,7 @@ type Daemon struct {
 	// plan and apply) before the components are reconfigured; nil in serve
 	// mode, where rpd apply does it.
 	apply    func(ctx context.Context, cfg *spec.Config) error
-	reloader reloader
+	reloader *reloader
 	// stack and base are the start-up configuration's stack and the
 	// settings serve mode takes from it (backend, listen, token).
 	stack string
@@ -193,7 +193,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	if opts.Clock == nil {
 		opts.Clock = pools.SystemClock{}
 	}
-	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now()}
+	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), reloader: newReloader()}
 	d.metrics = newMetrics(d)
 	d.sec = newSecMetrics(d.metrics.reg)
 	if d.opts.Stdout == nil {
@@ -251,9 +251,8 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 
 	var res api.ReloadResult
 	if opts.Mode == ModeWatch {
-		d.reloader.mu.Lock()
-		res = d.applyLocked(ctx, d.reloader.state(), watchInput(cfg), hash, time.Now())
-		d.reloader.mu.Unlock()
+		res = api.ReloadResult{Error: "start-up cancelled"}
+		d.reloader.do(ctx, func() { res = d.applyDoc(ctx, d.reloader.state(), watchInput(cfg), hash, time.Now()) })
 	} else {
 		res = d.Reload(ctx)
 	}
@@ -439,6 +438,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.closeRuntime()
 	stopElection()
 	election.Wait()
+	d.reloader.stop()
 	if !errors.Is(err, ErrSteppedDown) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if rerr := d.elector.resign(rctx); rerr != nil {
@@ -494,6 +494,7 @@ func (d *Daemon) drain(ctx context.Context, srv *http.Server) <-chan struct{} {
 }
 
 func (d *Daemon) close() {
+	d.reloader.stop()
 	d.closeRuntime()
 	d.closeBackend()
 	d.audit.close()

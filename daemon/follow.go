@@ -84,16 +84,16 @@ func (d *Daemon) followLoop(ctx context.Context) {
 	}
 }
 
-// followLocked reads the runtime document and applies it when its version
+// follow reads the runtime document and applies it when its version
 // differs from the one last attempted (or always, when forced).
-func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult {
+func (d *Daemon) follow(ctx context.Context, force bool) api.ReloadResult {
 	start := time.Now()
 	prev := d.reloader.state()
 	doc, version, err := d.backend.State.ReadState(ctx)
 	if err != nil {
 		// Nothing was attempted: forget the last document, so that the next
 		// successful read applies it again and reports the reload healthy.
-		return d.rejectLocked(prev, "", start, fmt.Errorf("read the runtime document: %w", err))
+		return d.reject(prev, "", start, fmt.Errorf("read the runtime document: %w", err))
 	}
 	sum := sha256.Sum256(doc)
 	hash := hex.EncodeToString(sum[:])
@@ -104,12 +104,12 @@ func (d *Daemon) followLocked(ctx context.Context, force bool) api.ReloadResult 
 	if doc == nil {
 		rd = reconcile.NewRuntimeDoc(d.stack)
 	} else if rd, err = reconcile.DecodeRuntimeDoc(doc); err != nil {
-		return d.rejectLocked(prev, hash, start, fmt.Errorf("runtime document version %d: %w", version, err))
+		return d.reject(prev, hash, start, fmt.Errorf("runtime document version %d: %w", version, err))
 	}
 	if rd.Stack != "" && rd.Stack != d.stack {
-		return d.rejectLocked(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
+		return d.reject(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
 	}
-	res := d.applyLocked(ctx, prev, &input{doc: rd, cfg: d.base}, hash, start)
+	res := d.applyDoc(ctx, prev, &input{doc: rd, cfg: d.base}, hash, start)
 	if res.OK {
 		// Status reports the version of the document in force, not of one
 		// that was rejected.

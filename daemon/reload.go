@@ -40,10 +40,65 @@ type reloadState struct {
 	rejected int
 }
 
-// reloader serialises reloads and publishes their state.
+// reloader owns the configuration state: one goroutine (run) carries out
+// the reloads (file watch, SIGHUP, POST /v1/reload, serve mode's follow
+// tick) and a new leader's apply, one at a time, in the order they arrive
+// on jobs. Callers hand it work and wait; none holds a lock over the I/O a
+// reload does. Readers load the published state without locks.
 type reloader struct {
-	mu  sync.Mutex // held for a whole reload
-	cur atomic.Pointer[reloadState]
+	cur     atomic.Pointer[reloadState]
+	jobs    chan reloadJob
+	quit    chan struct{} // closed by stop
+	stopped chan struct{} // closed when run returns
+	once    sync.Once
+}
+
+// reloadJob is one piece of work for the owner; done is closed after fn ran.
+type reloadJob struct {
+	fn   func()
+	done chan struct{}
+}
+
+func newReloader() *reloader {
+	r := &reloader{jobs: make(chan reloadJob), quit: make(chan struct{}), stopped: make(chan struct{})}
+	go r.run()
+	return r
+}
+
+func (r *reloader) run() {
+	defer close(r.stopped)
+	for {
+		select {
+		case j := <-r.jobs:
+			j.fn()
+			close(j.done)
+		case <-r.quit:
+			return
+		}
+	}
+}
+
+// do runs fn on the owner, after the work handed in before it, and waits
+// for it. It reports false, fn not run, when ctx ended before the owner
+// took fn, or the reloader was stopped.
+func (r *reloader) do(ctx context.Context, fn func()) bool {
+	j := reloadJob{fn: fn, done: make(chan struct{})}
+	select {
+	case r.jobs <- j:
+	case <-ctx.Done():
+		return false
+	case <-r.stopped:
+		return false
+	}
+	<-j.done // the owner finishes what it took
+	return true
+}
+
+// stop ends the owner after the work it is doing; later calls of do
+// report false.
+func (r *reloader) stop() {
+	r.once.Do(func() { close(r.quit) })
+	<-r.stopped
 }
 
 func (r *reloader) state() *reloadState {
@@ -66,41 +121,57 @@ func (d *Daemon) reloadIfChanged(ctx context.Context) api.ReloadResult {
 	return d.reload(ctx, false)
 }
 
+// reload hands a reload to the reloader's owner and returns its result.
 func (d *Daemon) reload(ctx context.Context, force bool) api.ReloadResult {
-	d.reloader.mu.Lock()
-	defer d.reloader.mu.Unlock()
-	defer d.auditReloadSince(d.reloader.state().last.At, force)
-	if d.opts.Mode == ModeServe {
-		return d.followLocked(ctx, force)
+	var res api.ReloadResult
+	ran := d.reloader.do(ctx, func() {
+		defer d.auditReloadSince(d.reloader.state().last.At, force)
+		if d.opts.Mode == ModeServe {
+			res = d.follow(ctx, force)
+			return
+		}
+		res = d.reloadFiles(ctx, force)
+	})
+	if !ran {
+		st := d.reloader.state()
+		return api.ReloadResult{OK: false, At: time.Now().UTC(), ConfigVersion: st.version,
+			Error: "the reload did not run: the daemon is stopping, or the request was cancelled; the active configuration is unchanged"}
 	}
+	return res
+}
+
+// reloadFiles is watch mode's reload, on the owner: snapshot the
+// directory, load it, and apply it unless it was already attempted.
+func (d *Daemon) reloadFiles(ctx context.Context, force bool) api.ReloadResult {
 	start := time.Now()
 	prev := d.reloader.state()
 	snap, err := watch.Take(d.opts.Path)
 	if err != nil {
-		return d.rejectLocked(prev, "", start, err)
+		return d.reject(prev, "", start, err)
 	}
 	if !force && snap.Hash == prev.attempted {
 		return prev.last
 	}
 	cfg, err := loadSnapshot(snap, d.opts.Vars)
 	if err != nil {
-		return d.rejectLocked(prev, snap.Hash, start, err)
+		return d.reject(prev, snap.Hash, start, err)
 	}
-	return d.applyLocked(ctx, prev, watchInput(cfg), snap.Hash, start)
+	return d.applyDoc(ctx, prev, watchInput(cfg), snap.Hash, start)
 }
 
-// applyLocked is build → validate → swap for a runtime document: every
+// applyDoc is build → validate → swap for a runtime document: every
 // set is prepared before anything is touched, and a failure keeps the last
-// good configuration active.
-func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, hash string, start time.Time) api.ReloadResult {
+// good configuration active. It runs on the reloader's owner (or in New,
+// before anything else can reload).
+func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *input, hash string, start time.Time) api.ReloadResult {
 	cfg := in.cfg
 	creds, err := d.checkSecurity(cfg)
 	if err != nil {
-		return d.rejectLocked(prev, hash, start, err)
+		return d.reject(prev, hash, start, err)
 	}
 	commits, err := d.comp.prepare(in)
 	if err != nil {
-		return d.rejectLocked(prev, hash, start, err)
+		return d.reject(prev, hash, start, err)
 	}
 	if _, notLeader := d.elector.leading(); d.apply != nil && notLeader == nil {
 		// Only the leader applies; standbys validate and run the same
@@ -115,7 +186,7 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 			if errors.Is(err, reconcile.ErrGuard) || errors.Is(err, reconcile.ErrNotManaged) || errors.Is(err, reconcile.ErrWrongStack) {
 				attempted = hash
 			}
-			return d.rejectLocked(prev, attempted, start, fmt.Errorf("apply: %w", err))
+			return d.reject(prev, attempted, start, fmt.Errorf("apply: %w", err))
 		}
 	}
 	changes, commitErr := d.comp.commit(ctx, commits)
@@ -160,8 +231,8 @@ func (d *Daemon) applyLocked(ctx context.Context, prev *reloadState, in *input, 
 	return next.last
 }
 
-// rejectLocked records a failed reload; the active configuration stays.
-func (d *Daemon) rejectLocked(prev *reloadState, hash string, start time.Time, err error) api.ReloadResult {
+// reject records a failed reload; the active configuration stays.
+func (d *Daemon) reject(prev *reloadState, hash string, start time.Time, err error) api.ReloadResult {
 	next := *prev
 	next.attempted = hash
 	next.rejected++

@@ -36,12 +36,16 @@ func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
 	l := d.elector.view()
 	d.log.Info("leading the stack", "epoch", l.Epoch, "holder", l.Holder, "address", l.Address)
 	if d.opts.Mode == ModeWatch {
-		d.reloader.mu.Lock()
+		// On the reloader's owner: no reload runs while the new leader
+		// applies the active configuration.
 		var err error
-		if cfg := d.reloader.state().cfg; cfg != nil {
-			err = d.reconcileApply(ctx, cfg)
+		if !d.reloader.do(ctx, func() {
+			if cfg := d.reloader.state().cfg; cfg != nil {
+				err = d.reconcileApply(ctx, cfg)
+			}
+		}) {
+			err = errors.New("the daemon is stopping, or its takeover was cancelled")
 		}
-		d.reloader.mu.Unlock()
 		if err != nil {
 			if startup {
 				return fmt.Errorf("start-up configuration rejected:\napply: %w", err)
