@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/local"
 	"github.com/rpdhq/rpd/client"
 	"github.com/rpdhq/rpd/internal/awstest"
 )
@@ -318,7 +319,31 @@ func TestDaemonE2EKill9KeepsLeases(t *testing.T) {
 	if err := ld.c.Release(ctx, gone.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the deferred delete land; a lost one only holds the slot until its TTL
+	// The release's record delete is deferred (docs/api.md): wait, bounded,
+	// until the backend no longer holds it, as the next daemon will read it.
+	recordGone := func() bool {
+		b, err := local.Open(ctx, filepath.Join(cwd, ".rpd", "state.db"), local.Options{Stack: "e2e"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		recs, err := b.PoolStore().LoadLeases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if strings.Replace(r.LeaseID, "/", ".", 1) == gone.LeaseID {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; !recordGone(); i++ {
+		if i == 200 {
+			t.Fatal("the released lease's record was not deleted within 2 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if code := ld.stop(syscall.SIGKILL); code != -9 {
 		t.Fatalf("kill -9: exit %d", code)
 	}
