@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -48,23 +49,30 @@ stack name, unless -force (records of the same ID are then replaced, others
 kept). On the aws backend it creates the tables first.
 `
 
+// loadForFile parses the flags of rpd backup or restore (cmd), requires
+// the file flag, and loads the configuration; a nil config means the
+// command ends with code.
+func loadForFile(e *env, fs *flag.FlagSet, cf *configFlags, args []string, cmd, fileFlag string, file *string) (*spec.Config, int) {
+	if code, ok := parseFlags(e, fs, args); !ok {
+		return nil, code
+	}
+	if *file == "" {
+		fmt.Fprintf(e.stderr, "rpd %s: %s FILE is required\n", cmd, fileFlag)
+		return nil, 1
+	}
+	path, code, ok := configPath(e, fs)
+	if !ok {
+		return nil, code
+	}
+	return cf.load(e, path)
+}
+
 func runBackup(ctx context.Context, e *env, args []string) int {
 	var cf configFlags
 	fs := newFlagSet("backup", "-out FILE [options] [DIR|FILE]", backupHelp)
 	cf.register(fs)
 	out := fs.String("out", "", "the backup file to write (required; replaced atomically)")
-	if code, ok := parseFlags(e, fs, args); !ok {
-		return code
-	}
-	if *out == "" {
-		fmt.Fprintln(e.stderr, "rpd backup: -out FILE is required")
-		return 1
-	}
-	path, code, ok := configPath(e, fs)
-	if !ok {
-		return code
-	}
-	cfg, code := cf.load(e, path)
+	cfg, code := loadForFile(e, fs, &cf, args, "backup", "-out", out)
 	if cfg == nil {
 		return code
 	}
@@ -104,18 +112,7 @@ func runRestore(ctx context.Context, e *env, args []string) int {
 	cf.register(fs)
 	in := fs.String("in", "", "the backup file to restore (required)")
 	force := fs.Bool("force", false, "restore into a backend in use, or of another stack name (replaces records of the same ID)")
-	if code, ok := parseFlags(e, fs, args); !ok {
-		return code
-	}
-	if *in == "" {
-		fmt.Fprintln(e.stderr, "rpd restore: -in FILE is required")
-		return 1
-	}
-	path, code, ok := configPath(e, fs)
-	if !ok {
-		return code
-	}
-	cfg, code := cf.load(e, path)
+	cfg, code := loadForFile(e, fs, &cf, args, "restore", "-in", in)
 	if cfg == nil {
 		return code
 	}
