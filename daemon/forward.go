@@ -119,7 +119,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 	defer cancel()
 	retry := idempotent(r, fb)
 	for {
-		if f.d.arbitrating() || f.d.awaitServing(ctx) {
+		if f.d.awaitServing(ctx) { // this daemon leads now (or just took over)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			next.ServeHTTP(w, r)
 			return
