@@ -268,6 +268,13 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	if won {
 		if err := d.takeOver(ctx, true); err != nil {
+			// Hand the lease back at once, so a standby need not wait it
+			// out; ctx may be the very stop that failed the takeover.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if rerr := d.elector.resign(rctx); rerr != nil {
+				d.log.Warn("could not release the leader lease after a failed start; a standby takes over when it expires", "err", rerr)
+			}
+			cancel()
 			d.close()
 			return nil, err
 		}

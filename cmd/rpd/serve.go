@@ -126,6 +126,12 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 			if errors.As(err, &ce) && opts.Diagnostics != nil {
 				return 1 // printed through opts.Diagnostics
 			}
+			if ce == nil && ctx.Err() != nil {
+				// Asked to stop while starting (or while restarting as a
+				// standby after a step-down): a clean stop, not a failure.
+				log.Info("rpd daemon stopped while starting", "err", err)
+				return 0
+			}
 			fatal(err)
 			return 1
 		}
