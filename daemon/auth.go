@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/statuspage"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -332,25 +333,25 @@ func (d *Daemon) authorize(w http.ResponseWriter, r *http.Request, p *principal,
 	if p == nil {
 		d.metrics.unauthorized.Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
-		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong credentials: send \"Authorization: Bearer <token>\" with a token the daemon knows (a token block, or RPD_TOKEN), or a client certificate its client_ca_file signed")
+		httpapi.WriteError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong credentials: send \"Authorization: Bearer <token>\" with a token the daemon knows (a token block, or RPD_TOKEN), or a client certificate its client_ca_file signed")
 		return false
 	}
 	if need == scopeAny || p.may(need) {
 		if comp := componentOf(r.URL.Path); need == scopeWork && comp != "" && p.components != nil && !slices.Contains(p.components, comp) {
 			d.sec.forbidden.Inc()
-			writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
+			httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
 			return false
 		}
 		if p.limit != nil && !p.limit.allow(time.Now()) {
 			d.sec.rateLimited.Inc()
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, api.CodeRateLimited, fmt.Sprintf("principal %s is over its rate_limit of %v requests per second; slow down and retry", p.name, p.limit.rate))
+			httpapi.WriteError(w, http.StatusTooManyRequests, api.CodeRateLimited, fmt.Sprintf("principal %s is over its rate_limit of %v requests per second; slow down and retry", p.name, p.limit.rate))
 			return false
 		}
 		return true
 	}
 	d.sec.forbidden.Inc()
-	writeError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", displayName(p), p.scopes, r.Method, r.URL.Path, need))
+	httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", displayName(p), p.scopes, r.Method, r.URL.Path, need))
 	return false
 }
 
@@ -387,8 +388,8 @@ func holderOnly(ctx context.Context, what, owner string) error {
 	if owner == "" || p.name == owner || p.scopes&scopeAdmin != 0 {
 		return nil
 	}
-	return &httpError{status: http.StatusForbidden, code: api.CodeForbidden,
-		msg: fmt.Sprintf("%s was taken by principal %s; only it, or an admin, may end or extend it", what, owner)}
+	return &httpapi.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
+		Msg: fmt.Sprintf("%s was taken by principal %s; only it, or an admin, may end or extend it", what, owner)}
 }
 
 // setForwardedPrincipal sets principalHeader on a forwarded request whose

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 )
@@ -211,7 +212,7 @@ func (s *budgetSet) collect(ch chan<- prometheus.Metric, held map[string]int) {
 }
 
 func (d *Daemon) listBudgets(w http.ResponseWriter, r *http.Request) {
-	_ = writeJSON(w, http.StatusOK, api.BudgetList{Budgets: d.budgetStatuses()})
+	_ = httpapi.WriteJSON(w, http.StatusOK, api.BudgetList{Budgets: d.budgetStatuses()})
 }
 
 // budgetStatuses lists the budgets with their remote permits counted.
@@ -233,45 +234,45 @@ func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	st, ok := d.comp.budgets.get(name)
 	if !ok {
-		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
+		d.fail(w, r, httpapi.NotFound("no budget %q: declare it with a budget block", name))
 		return
 	}
 	holders := withBudgetHolding(&st, d.permits.list())
-	_ = writeJSON(w, http.StatusOK, api.BudgetDetail{BudgetStatus: st, Holders: holders})
+	_ = httpapi.WriteJSON(w, http.StatusOK, api.BudgetDetail{BudgetStatus: st, Holders: holders})
 }
 
 func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var req api.PermitRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	wait, err := waitDuration(req.WaitSeconds)
+	wait, err := httpapi.WaitDuration(req.WaitSeconds)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	ttl, err := ttlDuration(req.TTLSeconds, defaultTTL)
+	ttl, err := httpapi.TTLDuration(req.TTLSeconds, defaultTTL)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	if req.ScanRingBytes > fatjob.MaxBudgetBytes || req.DeltaCacheBytes > fatjob.MaxBudgetBytes {
-		d.fail(w, r, badRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes))
+		d.fail(w, r, httpapi.BadRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes))
 		return
 	}
 	if req.ScanRingBytes == 0 && req.DeltaCacheBytes == 0 && !req.Spill {
-		d.fail(w, r, badRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill"))
+		d.fail(w, r, httpapi.BadRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill"))
 		return
 	}
 	pool, ok := d.comp.budgets.live(name)
 	if !ok {
-		d.fail(w, r, notFound("no budget %q: declare it with a budget block", name))
+		d.fail(w, r, httpapi.NotFound("no budget %q: declare it with a budget block", name))
 		return
 	}
 	if rid := req.RequestID; rid != "" {
-		if err := checkRequestID(rid); err != nil {
+		if err := httpapi.CheckRequestID(rid); err != nil {
 			d.fail(w, r, err)
 			return
 		}
@@ -286,7 +287,7 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 				d.fail(w, r, err)
 				return
 			}
-			_ = writeJSON(w, http.StatusOK, l)
+			_ = httpapi.WriteJSON(w, http.StatusOK, l)
 			return
 		}
 	}
@@ -296,10 +297,10 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		var ok bool
 		if perm, ok = pool.TryAcquire(fr); !ok {
 			if exceeds(pool, fr) {
-				d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: "the permit asks for more than budget " + name + " holds in total; it can never be granted"})
+				d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: "the permit asks for more than budget " + name + " holds in total; it can never be granted"})
 				return
 			}
-			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: "budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue"})
+			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: "budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue"})
 			return
 		}
 	} else {
@@ -309,11 +310,11 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			switch {
 			case errors.Is(err, fatjob.ErrExceedsCapacity):
-				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: err.Error()}
+				err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: err.Error()}
 			case errors.Is(err, context.DeadlineExceeded):
-				err = waitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
+				err = httpapi.WaitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
 			case d.stopping.Load() && errors.Is(err, context.Canceled):
-				err = errShuttingDown
+				err = httpapi.ErrShuttingDown
 			}
 			d.fail(w, r, err)
 			return
@@ -326,7 +327,7 @@ func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, l); err != nil {
+	if err := httpapi.WriteJSON(w, http.StatusOK, l); err != nil {
 		_ = d.permits.release(l.LeaseID, "")
 	}
 }

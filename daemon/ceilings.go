@@ -18,6 +18,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/spec"
@@ -311,14 +312,14 @@ func (s *ceilingSet) collect(ch chan<- prometheus.Metric) {
 }
 
 func (d *Daemon) listCeilings(w http.ResponseWriter, r *http.Request) {
-	_ = writeJSON(w, http.StatusOK, api.CeilingList{Ceilings: d.comp.ceilings.list()})
+	_ = httpapi.WriteJSON(w, http.StatusOK, api.CeilingList{Ceilings: d.comp.ceilings.list()})
 }
 
 // liveCeiling returns the named ceiling's ledger (see ceilingSet.find).
 func (d *Daemon) liveCeiling(name string, forNew bool) (*ledger.Ledger, error) {
 	l, ok := d.comp.ceilings.find(name, forNew)
 	if !ok {
-		return nil, notFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
+		return nil, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
 	}
 	return l, nil
 }
@@ -327,10 +328,10 @@ func (d *Daemon) getCeiling(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	st, ok := d.comp.ceilings.get(name)
 	if !ok {
-		d.fail(w, r, notFound("no vm_ceiling %q: declare it with a vm_ceiling block", name))
+		d.fail(w, r, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name))
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, st)
+	_ = httpapi.WriteJSON(w, http.StatusOK, st)
 }
 
 func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
@@ -344,21 +345,21 @@ func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
 func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var req api.ClaimRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	wait, err := waitDuration(req.WaitSeconds)
+	wait, err := httpapi.WaitDuration(req.WaitSeconds)
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	switch {
 	case req.WorkerID == "":
-		d.fail(w, r, badRequest("worker_id is required: it names the worker the VM is for"))
+		d.fail(w, r, httpapi.BadRequest("worker_id is required: it names the worker the VM is for"))
 		return
 	case req.Count < 0:
-		d.fail(w, r, badRequest("count %d must be at least 1 (0 or absent means 1)", req.Count))
+		d.fail(w, r, httpapi.BadRequest("count %d must be at least 1 (0 or absent means 1)", req.Count))
 		return
 	}
 	l, err := d.liveCeiling(name, true)
@@ -367,7 +368,7 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rid := req.RequestID; rid != "" {
-		if err := checkRequestID(rid); err != nil {
+		if err := httpapi.CheckRequestID(rid); err != nil {
 			d.fail(w, r, err)
 			return
 		}
@@ -385,7 +386,7 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 			if c, ok := l.Lookup(id); ok {
 				cj := claimJSON(name, c)
 				cj.RequestID = rid
-				_ = writeJSON(w, http.StatusOK, cj)
+				_ = httpapi.WriteJSON(w, http.StatusOK, cj)
 				return
 			}
 		}
@@ -400,9 +401,9 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 		c, err = l.Request(ctx, lr)
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			err = waitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
+			err = httpapi.WaitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
 		case err != nil && d.stopping.Load() && errors.Is(err, context.Canceled):
-			err = errShuttingDown
+			err = httpapi.ErrShuttingDown
 		}
 	}
 	if err != nil {
@@ -416,7 +417,7 @@ func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	cj := claimJSON(name, c)
 	cj.RequestID = req.RequestID
-	if err := writeJSON(w, http.StatusOK, cj); err != nil {
+	if err := httpapi.WriteJSON(w, http.StatusOK, cj); err != nil {
 		c.Cancel()
 		d.grants.deleteClaim(name, c.ID())
 	}
@@ -431,11 +432,11 @@ func (d *Daemon) claim(r *http.Request) (string, *ledger.Claim, error) {
 	}
 	cid, err := ledger.ParseClaimID(id)
 	if err != nil {
-		return "", nil, notFound("no claim %q in vm_ceiling %q: not a claim ID", id, name)
+		return "", nil, httpapi.NotFound("no claim %q in vm_ceiling %q: not a claim ID", id, name)
 	}
 	c, ok := l.Lookup(cid)
 	if !ok {
-		return "", nil, notFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
+		return "", nil, httpapi.NotFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
 	}
 	if err := holderOnly(r.Context(), "claim "+id, d.grants.claimOwner(name, cid)); err != nil {
 		return "", nil, err
@@ -444,7 +445,7 @@ func (d *Daemon) claim(r *http.Request) (string, *ledger.Claim, error) {
 }
 
 func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
-	if err := decode(w, r, &struct{}{}); err != nil {
+	if err := httpapi.Decode(w, r, &struct{}{}); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -463,7 +464,7 @@ func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, claimJSON(name, c))
+	_ = httpapi.WriteJSON(w, http.StatusOK, claimJSON(name, c))
 }
 
 func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
@@ -483,12 +484,12 @@ func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
 	var req api.UsageRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	if req.Active == nil || *req.Active < 0 {
-		d.fail(w, r, badRequest("active must be given and at least 0: the number of VMs the provider reports running"))
+		d.fail(w, r, httpapi.BadRequest("active must be given and at least 0: the number of VMs the provider reports running"))
 		return
 	}
 	name := r.PathValue("name")
@@ -498,13 +499,13 @@ func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := l.ObserveUsage(*req.Active, time.Time{}); err != nil {
-		d.fail(w, r, badRequest("%v", err))
+		d.fail(w, r, httpapi.BadRequest("%v", err))
 		return
 	}
 	st, ok := d.comp.ceilings.get(name)
 	if !ok {
-		d.fail(w, r, notFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name))
+		d.fail(w, r, httpapi.NotFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name))
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, st.CeilingStatus)
+	_ = httpapi.WriteJSON(w, http.StatusOK, st.CeilingStatus)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
@@ -256,19 +257,19 @@ func outcomes(st pickup.Stats) map[string]int64 {
 func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("class")
 	var req api.PickupRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	reqs := pickup.Requirements{UsageClass: req.UsageClass, InstanceTypes: req.InstanceTypes, MinCPU: req.MinCPU, MinMemMiB: req.MinMem, ResourceClass: req.ResourceClass,
 		Wait: time.Duration(req.WaitSeconds) * time.Second}
 	if err := reqs.Validate(); err != nil {
-		d.fail(w, r, badRequest("%v", err))
+		d.fail(w, r, httpapi.BadRequest("%v", err))
 		return
 	}
 	mgr, ok := d.comp.classes.live(name)
 	if !ok {
-		d.fail(w, r, notFound("no runner_class %q: declare it with a runner_class block", name))
+		d.fail(w, r, httpapi.NotFound("no runner_class %q: declare it with a runner_class block", name))
 		return
 	}
 	owner := req.WorkerID
@@ -284,13 +285,13 @@ func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 			if ex.Kind == pickup.Local {
 				kind = api.ExhaustedLocal
 			}
-			d.fail(w, r, &httpError{status: http.StatusNotFound, code: api.CodeExhausted, kind: kind, msg: err.Error()})
+			d.fail(w, r, &httpapi.Error{Status: http.StatusNotFound, Code: api.CodeExhausted, Kind: kind, Msg: err.Error()})
 			return
 		}
 		d.fail(w, r, err)
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, instanceJSON(inst)); err != nil && req.WorkerID == "" {
+	if err := httpapi.WriteJSON(w, http.StatusOK, instanceJSON(inst)); err != nil && req.WorkerID == "" {
 		// Nobody received the instance and nobody can ask for it again
 		// (no worker_id to retry with): give it back to the pool. With a
 		// worker_id the claim stays for the retry; claim_ttl bounds it.
@@ -314,12 +315,12 @@ func instanceJSON(inst pickup.Instance) api.Instance {
 func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req api.ConfirmInstanceRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	if req.Owner == "" {
-		d.fail(w, r, badRequest("owner is required: the worker_id the instance was picked up with"))
+		d.fail(w, r, httpapi.BadRequest("owner is required: the worker_id the instance was picked up with"))
 		return
 	}
 	inst, err := d.instance(r.Context(), id)
@@ -329,40 +330,40 @@ func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
 	}
 	mgr, ok := d.comp.classes.live(inst.Class)
 	if !ok {
-		d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s belongs to runner_class %q, which is no longer declared; release it", id, inst.Class)})
+		d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s belongs to runner_class %q, which is no longer declared; release it", id, inst.Class)})
 		return
 	}
 	out, err := mgr.Confirm(r.Context(), id, req.Owner)
 	if err != nil {
 		if errors.Is(err, pickup.ErrConditionFailed) {
-			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable,
-				msg: fmt.Sprintf("instance %s is not claimed by %q (it is %s): the claim was released, or lapsed after claim_ttl without a confirmation; pick up another", id, req.Owner, inst.State)})
+			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable,
+				Msg: fmt.Sprintf("instance %s is not claimed by %q (it is %s): the claim was released, or lapsed after claim_ttl without a confirmation; pick up another", id, req.Owner, inst.State)})
 			return
 		}
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, instanceJSON(out))
+	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
 }
 
 func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("class")
 	var req api.Instance
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	if req.InstanceID == "" {
-		d.fail(w, r, badRequest("instance_id is required"))
+		d.fail(w, r, httpapi.BadRequest("instance_id is required"))
 		return
 	}
 	if req.Class != "" && req.Class != name {
-		d.fail(w, r, badRequest("class %q in the body disagrees with runner_class %q of the path", req.Class, name))
+		d.fail(w, r, httpapi.BadRequest("class %q in the body disagrees with runner_class %q of the path", req.Class, name))
 		return
 	}
 	mgr, ok := d.comp.classes.live(name)
 	if !ok {
-		d.fail(w, r, notFound("no runner_class %q: declare it with a runner_class block", name))
+		d.fail(w, r, httpapi.NotFound("no runner_class %q: declare it with a runner_class block", name))
 		return
 	}
 	inst := pickup.Instance{
@@ -372,7 +373,7 @@ func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 	if err := mgr.Offer(r.Context(), inst); err != nil {
 		var de *pickup.DiscardError
 		if errors.As(err, &de) {
-			d.fail(w, r, badRequest("%v", err))
+			d.fail(w, r, httpapi.BadRequest("%v", err))
 			return
 		}
 		d.fail(w, r, err)
@@ -380,13 +381,13 @@ func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 	}
 	inst.State = pickup.StateIdle
 	d.fleetWake() // a booting runner offered itself
-	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
+	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(inst))
 }
 
 func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req api.ReleaseInstanceRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -396,7 +397,7 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if inst.State != pickup.StateClaimed {
-		d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s is %s, not claimed; nothing to release", id, inst.State)})
+		d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s is %s, not claimed; nothing to release", id, inst.State)})
 		return
 	}
 	owner := req.Owner
@@ -411,12 +412,12 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 		out, err := d.backend.Instances.Transition(r.Context(), pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateRetired, ExpectOwner: owner})
 		if err != nil {
 			if errors.Is(err, pickup.ErrConditionFailed) {
-				err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: fmt.Sprintf("instance %s of removed runner_class %q: %v", id, inst.Class, err)}
+				err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s of removed runner_class %q: %v", id, inst.Class, err)}
 			}
 			d.fail(w, r, err)
 			return
 		}
-		_ = writeJSON(w, http.StatusOK, instanceJSON(out))
+		_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
 		return
 	}
 	disp := pickup.ReOffer
@@ -426,13 +427,13 @@ func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 	out, err := mgr.Release(r.Context(), id, owner, disp)
 	if err != nil {
 		if errors.Is(err, pickup.ErrConditionFailed) {
-			d.fail(w, r, &httpError{status: http.StatusConflict, code: api.CodeUnavailable, msg: err.Error()})
+			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: err.Error()})
 			return
 		}
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, instanceJSON(out))
+	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
 }
 
 var (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
 
@@ -25,7 +26,7 @@ func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
 	for _, cl := range list {
 		out.Classes = append(out.Classes, d.classDetail(r.Context(), cl))
 	}
-	_ = writeJSONConditional(w, r, out)
+	_ = httpapi.WriteJSONConditional(w, r, out)
 }
 
 func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
@@ -34,13 +35,13 @@ func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, d.classDetail(r.Context(), cl))
+	_ = httpapi.WriteJSON(w, http.StatusOK, d.classDetail(r.Context(), cl))
 }
 
 func (d *Daemon) liveClass(name string) (*class, error) {
 	cl, ok := d.comp.classes.get(name)
 	if !ok {
-		return nil, notFound("no runner_class %q: declare it with a runner_class block", name)
+		return nil, httpapi.NotFound("no runner_class %q: declare it with a runner_class block", name)
 	}
 	return cl, nil
 }
@@ -89,7 +90,7 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 	switch state {
 	case "", pickup.StateIdle, pickup.StateClaimed, pickup.StateRetired, pickup.StateTerminating:
 	default:
-		d.fail(w, r, badRequest("state %q: use idle, claimed, terminating or retired (or omit it for all)", state))
+		d.fail(w, r, httpapi.BadRequest("state %q: use idle, claimed, terminating or retired (or omit it for all)", state))
 		return
 	}
 	cl, err := d.liveClass(r.PathValue("class"))
@@ -97,7 +98,7 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	win, err := pageBounds[api.Instance](r.URL.Query())
+	win, err := httpapi.PageBounds[api.Instance](r.URL.Query())
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -108,9 +109,9 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, in := range insts {
-		win.add(func() api.Instance { return instanceJSON(in) })
+		win.Add(func() api.Instance { return instanceJSON(in) })
 	}
-	_ = writeJSONConditional(w, r, api.InstanceList{Instances: win.out, Total: win.total, NextOffset: win.next()})
+	_ = httpapi.WriteJSONConditional(w, r, api.InstanceList{Instances: win.Out, Total: win.Total, NextOffset: win.Next()})
 }
 
 func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +121,7 @@ func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, instanceJSON(inst))
+	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(inst))
 }
 
 // instance reads an instance from the instance table; a missing one is a
@@ -128,7 +129,7 @@ func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) instance(ctx context.Context, id string) (pickup.Instance, error) {
 	inst, err := d.backend.Instances.Get(ctx, id)
 	if errors.Is(err, pickup.ErrNotFound) {
-		err = notFound("no instance %q in the instance table", id)
+		err = httpapi.NotFound("no instance %q in the instance table", id)
 	}
 	return inst, err
 }

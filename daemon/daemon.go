@@ -22,6 +22,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
@@ -372,12 +373,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// Long-polls hold a request for up to MaxWaitSeconds.
 		WriteTimeout:   (api.MaxWaitSeconds + 30) * time.Second,
 		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: maxHeaderBytes,
+		MaxHeaderBytes: httpapi.MaxHeaderBytes,
 		BaseContext:    func(net.Listener) context.Context { return baseCtx },
 		ConnState:      d.conns.track,
 		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
-	var ln net.Listener = apiErrorListener{d.ln}
+	var ln net.Listener = httpapi.APIErrorListener{Listener: d.ln}
 	if d.tls != nil {
 		// The TLS connections themselves must reach net/http (HTTP/2,
 		// client certificates): its plain-text parse errors stay as they are.

@@ -3,12 +3,11 @@ package daemon
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 )
 
 // FuzzDecodeRequests feeds arbitrary bodies to the decoder of every request
@@ -30,55 +29,31 @@ func FuzzDecodeRequests(f *testing.F) {
 			if err == nil {
 				return
 			}
-			var he *httpError
-			if !errors.As(err, &he) || (he.status != http.StatusBadRequest && he.status != http.StatusRequestEntityTooLarge) || he.msg == "" {
-				t.Fatalf("decode error %v is not a 400/413 httpError", err)
+			var he *httpapi.Error
+			if !errors.As(err, &he) || (he.Status != http.StatusBadRequest && he.Status != http.StatusRequestEntityTooLarge) || he.Msg == "" {
+				t.Fatalf("httpapi.Decode error %v is not a 400/413 httpapi.Error", err)
 			}
 		}
 		var ar api.AcquireRequest
-		if err := decodeBody(bytes.NewReader(body), &ar); err != nil {
+		if err := httpapi.DecodeBody(bytes.NewReader(body), &ar); err != nil {
 			check(err)
 		} else {
 			_, _, err := d.poolRequest(ar)
 			check(err)
 		}
 		var pr api.PermitRequest
-		if err := decodeBody(bytes.NewReader(body), &pr); err != nil {
+		if err := httpapi.DecodeBody(bytes.NewReader(body), &pr); err != nil {
 			check(err)
 		} else {
-			_, err := waitDuration(pr.WaitSeconds)
+			_, err := httpapi.WaitDuration(pr.WaitSeconds)
 			check(err)
-			_, err = ttlDuration(pr.TTLSeconds, 0)
+			_, err = httpapi.TTLDuration(pr.TTLSeconds, 0)
 			check(err)
 		}
-		check(decodeBody(bytes.NewReader(body), &api.ClaimRequest{}))
-		check(decodeBody(bytes.NewReader(body), &api.UsageRequest{}))
-		check(decodeBody(bytes.NewReader(body), &api.PickupRequest{}))
-		check(decodeBody(bytes.NewReader(body), &api.Instance{}))
-		check(decodeBody(bytes.NewReader(body), &api.ReleaseInstanceRequest{}))
-	})
-}
-
-// FuzzCheckJSONFastPath holds checkJSON's allocation-free scan to the
-// token walk that defines it: same verdict, same words, for any body.
-func FuzzCheckJSONFastPath(f *testing.F) {
-	for _, s := range []string{
-		`{}`, ``, ` {"task_id":"a","slots":2,"wait_seconds":1.5e0,"ttl_seconds":-0.5E+3} `,
-		`{"a":1,"a":2}`, `{"a":{"a":1},"b":[{"a":1,"a":2}]}`, `{"a":tru,"a":1}`, `{"a":1}{"a":1}`,
-		`{"a":"` + strings.Repeat("x", api.MaxIDBytes+1) + `"}`, `{"a":"\u0061","\u0061":1}`,
-		`{"a":01}`, `{"a":1.}`, `{"a":-}`, `[1,2,[3,{"k":null,"k":false}]]`, `{"é":1,"é":2}`,
-		`{"a" 1}`, `{"a":1,}`, `[1,]`, `"` + strings.Repeat("y", api.MaxIDBytes) + `"`,
-		strings.Repeat("[", 40) + strings.Repeat("]", 40),
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		fast, slow := checkJSON(body), checkJSONTokens(body)
-		if fmt.Sprint(fast) != fmt.Sprint(slow) {
-			t.Fatalf("checkJSON(%q) = %v; the token walk says %v", body, fast, slow)
-		}
-		if scanJSON(body) && slow != nil {
-			t.Fatalf("scanJSON passed %q, which the token walk refuses: %v", body, slow)
-		}
+		check(httpapi.DecodeBody(bytes.NewReader(body), &api.ClaimRequest{}))
+		check(httpapi.DecodeBody(bytes.NewReader(body), &api.UsageRequest{}))
+		check(httpapi.DecodeBody(bytes.NewReader(body), &api.PickupRequest{}))
+		check(httpapi.DecodeBody(bytes.NewReader(body), &api.Instance{}))
+		check(httpapi.DecodeBody(bytes.NewReader(body), &api.ReleaseInstanceRequest{}))
 	})
 }

@@ -11,6 +11,7 @@ import (
 	awsec2 "github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/internal/ec2test"
 )
 
@@ -98,9 +99,9 @@ func TestFleetSpotFallbackStatusMetrics(t *testing.T) {
 	}
 	waitFleet(t, td, "1 idle and 1 booting", func(f *api.FleetStatus) bool { return f.Idle == 1 && f.Booting == 1 })
 	// The claims of the launched VMs are the fleet's: no worker ends them.
-	all := window[api.Grant]{limit: -1}
+	all, _ := httpapi.PageBounds[api.Grant](nil)
 	td.d.grantsMatching(grantFilter{kind: api.KindClaim}, &all)
-	for _, g := range all.out {
+	for _, g := range all.Out {
 		if g.Principal != fleetPrincipal.name {
 			t.Errorf("the fleet's claim %s is held by %q; want %s", g.ID, g.Principal, fleetPrincipal.name)
 		}

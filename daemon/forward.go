@@ -15,6 +15,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 )
 
 // forwardedHeader marks a request a standby forwarded, so that a daemon
@@ -99,10 +100,10 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		writeNotLeader(w, f.d.elector.view().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
 		return
 	}
-	buf := bodyBufs.Get().(*bytes.Buffer)
-	defer putBuf(&bodyBufs, buf)
+	buf := httpapi.BodyBufs.Get().(*bytes.Buffer)
+	defer httpapi.PutBuf(&httpapi.BodyBufs, buf)
 	buf.Reset()
-	body, err := readBody(buf, http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	body, err := httpapi.ReadBody(buf, http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
 	if err != nil {
 		f.d.fail(w, r, err)
 		return
@@ -141,7 +142,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		}
 		switch {
 		case f.d.stopping.Load():
-			writeError(w, http.StatusServiceUnavailable, api.CodeNotReady, errShuttingDown.Error())
+			httpapi.WriteError(w, http.StatusServiceUnavailable, api.CodeNotReady, httpapi.ErrShuttingDown.Error())
 			return
 		case errors.Is(context.Cause(ctx), context.DeadlineExceeded) && r.Context().Err() == nil:
 			f.d.elector.wake()
@@ -259,7 +260,7 @@ func hopByHop(k string) bool {
 
 func writeNotLeader(w http.ResponseWriter, leader, msg string) {
 	w.Header().Set("Retry-After", "1")
-	_ = writeJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.Error{Code: api.CodeNotLeader, Message: msg, Leader: leader}})
+	_ = httpapi.WriteJSON(w, http.StatusServiceUnavailable, api.ErrorBody{Error: api.Error{Code: api.CodeNotLeader, Message: msg, Leader: leader}})
 }
 
 // leaderOnly serves arbitrated routes here while this daemon leads and is

@@ -226,19 +226,19 @@ func TestPickupHistory(t *testing.T) {
 	if got.WindowSeconds != 20 || got.Events["claimed"] != 4 {
 		t.Errorf("recent after 20s = %+v, want 4 claims over 20s", got)
 	}
-	// Samples older than the window are dropped.
+	// Samples older than the httpapi.Window are dropped.
 	for i := 1; i <= 40; i++ {
 		h.observe(t0.Add(time.Duration(i)*historyStep), "c", map[string]int64{"claimed": int64(10 + i)})
 	}
 	now := t0.Add(40 * historyStep)
 	got = h.recent(now, "c", map[string]int64{"claimed": 50})
 	if got.WindowSeconds > historyWindow.Seconds() || got.WindowSeconds < historyWindow.Seconds()-historyStep.Seconds() {
-		t.Errorf("window = %vs, want about %v", got.WindowSeconds, historyWindow)
+		t.Errorf("httpapi.Window = %vs, want about %v", got.WindowSeconds, historyWindow)
 	}
 	// A new manager's counters start over: the history does too.
 	got = h.recent(now.Add(time.Second), "c", map[string]int64{"claimed": 2})
 	if got.WindowSeconds != 0 || got.Events["claimed"] != 0 {
-		t.Errorf("after a reset = %+v, want an empty window", got)
+		t.Errorf("after a reset = %+v, want an empty httpapi.Window", got)
 	}
 	// A new manager starts the class's history over.
 	h.start(now.Add(2*time.Second), "c", map[string]int64{"claimed": 0})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -24,11 +25,6 @@ import (
 // grant. Fencing makes a grant past that point fail anyway; the margin
 // keeps the stale leader from even trying.
 const grantMargin = time.Second
-
-// errNotLeader: a grant was asked of (or a record written by) a daemon that
-// does not lead the stack, or whose lease ran out unrenewed. It answers 503
-// not_leader, like backend.ErrFenced.
-var errNotLeader = errors.New("this daemon does not lead the stack (it is a standby, or its leader lease lapsed); retry, the standbys forward to the leader")
 
 // ErrSteppedDown is what Daemon.Run returns when the daemon lost the
 // leadership of its stack (another daemon took the lease while this one
@@ -92,12 +88,12 @@ func newHolderID() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// leading returns the epoch this daemon leads under, or errNotLeader when
+// leading returns the epoch this daemon leads under, or httpapi.ErrNotLeader when
 // it does not lead or may no longer grant.
 func (e *elector) leading() (int64, error) {
 	epoch := e.epoch.Load()
 	if epoch == 0 || time.Since(e.base).Nanoseconds() >= e.validUntil.Load() {
-		return 0, errNotLeader
+		return 0, httpapi.ErrNotLeader
 	}
 	return epoch, nil
 }

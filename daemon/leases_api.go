@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -31,7 +32,7 @@ func leaseFilter(q url.Values) (grantFilter, error) {
 	switch f.kind {
 	case "", api.KindPool, api.KindPermit, api.KindClaim:
 	default:
-		return f, badRequest("kind %q: use %s, %s or %s", f.kind, api.KindPool, api.KindPermit, api.KindClaim)
+		return f, httpapi.BadRequest("kind %q: use %s, %s or %s", f.kind, api.KindPool, api.KindPermit, api.KindClaim)
 	}
 	for param, kind := range map[string]string{"pool": api.KindPool, "budget": api.KindPermit, "ceiling": api.KindClaim} {
 		name := q.Get(param)
@@ -39,7 +40,7 @@ func leaseFilter(q url.Values) (grantFilter, error) {
 			continue
 		}
 		if f.component != "" || (f.kind != "" && f.kind != kind) {
-			return f, badRequest("?%s= names a %s component; it cannot be combined with ?kind=%s or another of ?pool=, ?budget=, ?ceiling=", param, kind, f.kind)
+			return f, httpapi.BadRequest("?%s= names a %s component; it cannot be combined with ?kind=%s or another of ?pool=, ?budget=, ?ceiling=", param, kind, f.kind)
 		}
 		f.kind, f.component = kind, name
 	}
@@ -52,13 +53,13 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	win, err := pageBounds[api.Grant](r.URL.Query())
+	win, err := httpapi.PageBounds[api.Grant](r.URL.Query())
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	d.grantsMatching(f, &win)
-	_ = writeJSONConditional(w, r, api.GrantList{Leases: win.out, Total: win.total, NextOffset: win.next()})
+	_ = httpapi.WriteJSONConditional(w, r, api.GrantList{Leases: win.Out, Total: win.Total, NextOffset: win.Next()})
 }
 
 // grantsMatching adds the grants f selects to win: pool leases by pool,
@@ -66,17 +67,17 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 // converted to api.Grant (unless f filters by task ID, which needs them
 // all): a page of 100 of 10,000 holders costs the counting, not 10,000
 // answers.
-func (d *Daemon) grantsMatching(f grantFilter, win *window[api.Grant]) {
+func (d *Daemon) grantsMatching(f grantFilter, win *httpapi.Window[api.Grant]) {
 	consider := func(kind, component string, build func() api.Grant) {
 		if (f.kind != "" && f.kind != kind) || (f.component != "" && f.component != component) {
 			return
 		}
 		if f.taskID == "" {
-			win.add(build)
+			win.Add(build)
 			return
 		}
 		if g := build(); f.match(g) {
-			win.add(func() api.Grant { return g })
+			win.Add(func() api.Grant { return g })
 		}
 	}
 	if f.kind == "" || f.kind == api.KindPool {

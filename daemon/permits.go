@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -138,7 +139,7 @@ func (t *permitTable) heartbeat(id string) (api.Lease, error) {
 	defer t.mu.Unlock()
 	pl, ok := t.leases[id]
 	if !ok {
-		return api.Lease{}, notFound("no permit %s: it was released, expired, or never existed; acquire again", id)
+		return api.Lease{}, httpapi.NotFound("no permit %s: it was released, expired, or never existed; acquire again", id)
 	}
 	ttl := time.Duration(pl.lease.TTLSeconds * float64(time.Second))
 	pl.lease.ExpiresAt = t.clock.Now().UTC().Add(ttl)
@@ -172,7 +173,7 @@ func (t *permitTable) release(id, budget string) error {
 	pl, ok := t.leases[id]
 	if !ok || (budget != "" && pl.lease.Budget != budget) {
 		t.mu.Unlock()
-		return notFound("no permit %s: it was released, expired, or never existed", id)
+		return httpapi.NotFound("no permit %s: it was released, expired, or never existed", id)
 	}
 	delete(t.leases, id)
 	pl.timer.Stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
@@ -256,10 +257,10 @@ func (s *poolSet) acquire(ctx context.Context, name string, req pools.Request, w
 	_, gone := s.gone[name]
 	s.mu.Unlock()
 	if gone {
-		return nil, notFound("pool %q was removed from the configuration; it is kept only until its holders release", name)
+		return nil, httpapi.NotFound("pool %q was removed from the configuration; it is kept only until its holders release", name)
 	}
 	if limit := time.Duration(e.MaxWait); declared && limit > 0 && wait > limit {
-		return nil, badRequest("wait_seconds %v is above pool %s's max_wait of %s: ask for at most %v seconds", wait.Seconds(), name, e.MaxWait, limit.Seconds())
+		return nil, httpapi.BadRequest("wait_seconds %v is above pool %s's max_wait of %s: ask for at most %v seconds", wait.Seconds(), name, e.MaxWait, limit.Seconds())
 	}
 	return s.mgr.Acquire(ctx, name, req)
 }
@@ -334,7 +335,7 @@ func externalLeaseID(id string) string { return strings.Replace(id, "/", ".", 1)
 func internalLeaseID(id string) string { return strings.Replace(id, ".", "/", 1) }
 
 func (d *Daemon) listPools(w http.ResponseWriter, r *http.Request) {
-	_ = writeJSON(w, http.StatusOK, api.PoolList{Pools: d.comp.pools.list()})
+	_ = httpapi.WriteJSON(w, http.StatusOK, api.PoolList{Pools: d.comp.pools.list()})
 }
 
 func (d *Daemon) getPool(w http.ResponseWriter, r *http.Request) {
@@ -343,33 +344,33 @@ func (d *Daemon) getPool(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, st)
+	_ = httpapi.WriteJSON(w, http.StatusOK, st)
 }
 
 // poolRequest validates an acquire body and converts it.
 func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Duration, error) {
 	var pr pools.Request
-	wait, err := waitDuration(req.WaitSeconds)
+	wait, err := httpapi.WaitDuration(req.WaitSeconds)
 	if err != nil {
 		return pr, 0, err
 	}
-	ttl, err := ttlDuration(req.TTLSeconds, 0) // 0: the pool's lease_ttl (default 60 s)
+	ttl, err := httpapi.TTLDuration(req.TTLSeconds, 0) // 0: the pool's lease_ttl (default 60 s)
 	if err != nil {
 		return pr, 0, err
 	}
 	if req.Slots < 0 {
-		return pr, 0, badRequest("slots %d must be at least 1 (0 or absent means 1)", req.Slots)
+		return pr, 0, httpapi.BadRequest("slots %d must be at least 1 (0 or absent means 1)", req.Slots)
 	}
 	prio := 0
 	switch {
 	case req.Priority != nil && req.PriorityName != "":
-		return pr, 0, badRequest("give priority or priority_name, not both")
+		return pr, 0, httpapi.BadRequest("give priority or priority_name, not both")
 	case req.Priority != nil:
 		prio = *req.Priority
 	case req.PriorityName != "":
 		w, ok := d.comp.pools.priority(req.PriorityName)
 		if !ok {
-			return pr, 0, badRequest("unknown priority_name %q: declare it with a priority block, or pass a numeric priority", req.PriorityName)
+			return pr, 0, httpapi.BadRequest("unknown priority_name %q: declare it with a priority block, or pass a numeric priority", req.PriorityName)
 		}
 		prio = w
 	}
@@ -385,7 +386,7 @@ func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Durati
 func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var req api.AcquireRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := httpapi.Decode(w, r, &req); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -397,7 +398,7 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	pr.Owner = principalOf(ctx).owner()
 	if rid := req.RequestID; rid != "" {
-		if err := checkRequestID(rid); err != nil {
+		if err := httpapi.CheckRequestID(rid); err != nil {
 			d.fail(w, r, err)
 			return
 		}
@@ -415,7 +416,7 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 				d.fail(w, r, err)
 				return
 			}
-			_ = writeJSON(w, http.StatusOK, poolLease(l))
+			_ = httpapi.WriteJSON(w, http.StatusOK, poolLease(l))
 			return
 		}
 	}
@@ -423,15 +424,15 @@ func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		switch {
 		case wait == 0 && errors.Is(err, pools.ErrTimeout):
-			err = &httpError{status: http.StatusConflict, code: api.CodeUnavailable,
-				msg: "no free slot in pool " + name + " now; retry, or pass wait_seconds to wait for one"}
+			err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable,
+				Msg: "no free slot in pool " + name + " now; retry, or pass wait_seconds to wait for one"}
 		case d.stopping.Load() && ctx.Err() != nil && !errors.Is(err, pools.ErrTimeout):
-			err = errShuttingDown
+			err = httpapi.ErrShuttingDown
 		}
 		d.fail(w, r, err)
 		return
 	}
-	if err := writeJSON(w, http.StatusOK, poolLease(lease)); err != nil {
+	if err := httpapi.WriteJSON(w, http.StatusOK, poolLease(lease)); err != nil {
 		// The client is gone: nobody will heartbeat or release the lease.
 		_ = lease.Release()
 	}
@@ -452,7 +453,7 @@ func poolLease(l *pools.Lease) api.Lease {
 
 func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := decode(w, r, &struct{}{}); err != nil {
+	if err := httpapi.Decode(w, r, &struct{}{}); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -477,12 +478,12 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, heartbeatNotRecorded(id, err))
 			return
 		}
-		_ = writeJSON(w, http.StatusOK, l)
+		_ = httpapi.WriteJSON(w, http.StatusOK, l)
 		return
 	}
 	l, err := d.comp.pools.lease(internalLeaseID(id))
 	if err != nil {
-		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed; acquire again", id))
+		d.fail(w, r, httpapi.NotFound("no lease %s: it was released, expired, or never existed; acquire again", id))
 		return
 	}
 	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {
@@ -496,7 +497,7 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	_ = writeJSON(w, http.StatusOK, poolLease(l))
+	_ = httpapi.WriteJSON(w, http.StatusOK, poolLease(l))
 }
 
 // heartbeatNotRecorded is the answer to a heartbeat whose extended expiry
@@ -504,11 +505,11 @@ func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
 // leadership, else 503 not_ready. Either way the client retries, and the
 // expiry of its last 200 stands.
 func heartbeatNotRecorded(id string, err error) error {
-	if lostLeadership(err) {
+	if httpapi.LostLeadership(err) {
 		return err
 	}
-	return &httpError{status: http.StatusServiceUnavailable, code: api.CodeNotReady,
-		msg: fmt.Sprintf("the heartbeat of %s could not be recorded in the backend (%v); the expiry of its last answered heartbeat stands: retry, at another replica if you have one", id, err)}
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: api.CodeNotReady,
+		Msg: fmt.Sprintf("the heartbeat of %s could not be recorded in the backend (%v); the expiry of its last answered heartbeat stands: retry, at another replica if you have one", id, err)}
 }
 
 func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
@@ -527,7 +528,7 @@ func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := d.comp.pools.lease(internalLeaseID(id))
 	if err != nil {
-		d.fail(w, r, notFound("no lease %s: it was released, expired, or never existed", id))
+		d.fail(w, r, httpapi.NotFound("no lease %s: it was released, expired, or never existed", id))
 		return
 	}
 	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {

@@ -3,8 +3,6 @@ package daemon
 import (
 	"context"
 	"sync"
-
-	"github.com/rpdhq/rpd/api"
 )
 
 // requestLatch serialises the requests that carry the same request_id, so
@@ -42,18 +40,4 @@ func (rl *requestLatch) lock(ctx context.Context, key string) (func(), error) {
 			return nil, ctx.Err()
 		}
 	}
-}
-
-// checkRequestID validates a request_id: it becomes part of a lease ID, so
-// it must fit a URL path segment and leave the ID's separators alone.
-func checkRequestID(id string) error {
-	if len(id) > api.MaxRequestIDLen {
-		return badRequest("request_id is %d bytes long; at most %d", len(id), api.MaxRequestIDLen)
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return badRequest("request_id %q: use letters, digits, '-' and '_' (such as a random hex string)", id)
-		}
-	}
-	return nil
 }

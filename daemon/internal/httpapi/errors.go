@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"context"
@@ -14,21 +14,21 @@ import (
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
-// errShuttingDown: the daemon stopped while the request waited.
-var errShuttingDown = errors.New("the daemon is shutting down; retry against its replacement")
+// ErrShuttingDown: the daemon stopped while the request waited.
+var ErrShuttingDown = errors.New("the daemon is shutting down; retry against its replacement")
 
-// waitTimedOut is the 408 of a request that waited its wait_seconds in a
+// WaitTimedOut is the 408 of a request that waited its wait_seconds in a
 // queue without a grant; what names the request.
-func waitTimedOut(what string, wait time.Duration) *httpError {
-	return &httpError{status: http.StatusRequestTimeout, code: api.CodeTimeout,
-		msg: fmt.Sprintf("%s waited %v in the queue and was not granted; nothing is held: retry, or pass a longer wait_seconds", what, wait)}
+func WaitTimedOut(what string, wait time.Duration) *Error {
+	return &Error{Status: http.StatusRequestTimeout, Code: api.CodeTimeout,
+		Msg: fmt.Sprintf("%s waited %v in the queue and was not granted; nothing is held: retry, or pass a longer wait_seconds", what, wait)}
 }
 
-// classify maps an error of a runtime package to its HTTP status and API
+// Classify maps an error of a runtime package to its HTTP status and API
 // code. The table is the one of docs/api.md; anything unknown is a 500.
-func classify(err error) *httpError {
-	st := func(status int, code string) *httpError {
-		return &httpError{status: status, code: code, msg: err.Error()}
+func Classify(err error) *Error {
+	st := func(status int, code string) *Error {
+		return &Error{Status: status, Code: code, Msg: err.Error()}
 	}
 	switch {
 	case errors.Is(err, pools.ErrUnknownPool), errors.Is(err, pools.ErrUnknownLease),
@@ -43,9 +43,9 @@ func classify(err error) *httpError {
 	case errors.Is(err, pools.ErrExceedsCapacity), errors.Is(err, ledger.ErrTooLarge),
 		errors.Is(err, ledger.ErrUnavailable), errors.Is(err, ledger.ErrClaimEnded):
 		return st(http.StatusConflict, api.CodeUnavailable)
-	case lostLeadership(err):
+	case LostLeadership(err):
 		return st(http.StatusServiceUnavailable, api.CodeNotLeader)
-	case errors.Is(err, errShuttingDown):
+	case errors.Is(err, ErrShuttingDown):
 		return st(http.StatusServiceUnavailable, api.CodeNotReady)
 	case errors.Is(err, context.DeadlineExceeded):
 		return st(http.StatusRequestTimeout, api.CodeTimeout)
@@ -56,8 +56,13 @@ func classify(err error) *httpError {
 	return st(http.StatusInternalServerError, api.CodeInternal)
 }
 
-// lostLeadership reports whether err says this daemon may no longer write
+// LostLeadership reports whether err says this daemon may no longer write
 // grant records: the client must retry at the leader (503 not_leader).
-func lostLeadership(err error) bool {
-	return errors.Is(err, backend.ErrFenced) || errors.Is(err, errNotLeader)
+func LostLeadership(err error) bool {
+	return errors.Is(err, backend.ErrFenced) || errors.Is(err, ErrNotLeader)
 }
+
+// ErrNotLeader: a grant was asked of (or a record written by) a daemon that
+// does not lead the stack, or whose lease ran out unrenewed. It answers 503
+// not_leader, like backend.ErrFenced.
+var ErrNotLeader = errors.New("this daemon does not lead the stack (it is a standby, or its leader lease lapsed); retry, the standbys forward to the leader")

@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bytes"
@@ -12,17 +12,17 @@ import (
 )
 
 // The status page polls GET /v1/status, /v1/leases and /v1/classes every
-// second for every open tab. writeJSONConditional answers those with an
+// second for every open tab. WriteJSONConditional answers those with an
 // ETag (a hash of the body) and a bodiless 304 when the client already has
 // it, so that an idle stack costs a tab a few hundred bytes a second
 // instead of the whole inventory. The body is still built: what it saves
 // is bytes on the wire and the client's parsing, not the daemon's work.
 
-// writeJSONConditional writes v as writeJSON does, with an ETag, or 304
+// WriteJSONConditional writes v as WriteJSON does, with an ETag, or 304
 // Not Modified when r's If-None-Match names it.
-func writeJSONConditional(w http.ResponseWriter, r *http.Request, v any) error {
+func WriteJSONConditional(w http.ResponseWriter, r *http.Request, v any) error {
 	buf := answerBufs.Get().(*bytes.Buffer)
-	defer putBuf(&answerBufs, buf)
+	defer PutBuf(&answerBufs, buf)
 	buf.Reset()
 	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the response"}}`, http.StatusInternalServerError)
@@ -55,20 +55,20 @@ func etagMatch(header, etag string) bool {
 	return false
 }
 
-// maxListLimit bounds ?limit= of the paged lists.
-const maxListLimit = 10000
+// MaxListLimit bounds ?limit= of the paged lists.
+const MaxListLimit = 10000
 
-// window is one page of a list answer (GET /v1/leases, GET
+// Window is one page of a list answer (GET /v1/leases, GET
 // /v1/classes/{class}/instances): ?offset= and ?limit= (no limit: every
 // item), the items inside it, and how many there are in all.
-type window[T any] struct {
+type Window[T any] struct {
 	offset, limit int // limit < 0: none
-	total         int
-	out           []T
+	Total         int
+	Out           []T
 }
 
-// pageBounds reads ?offset= and ?limit=.
-func pageBounds[T any](q url.Values) (window[T], error) {
+// PageBounds reads ?offset= and ?limit=.
+func PageBounds[T any](q url.Values) (Window[T], error) {
 	get := func(name string) (int, bool, error) {
 		v := q.Get(name)
 		if v == "" {
@@ -76,38 +76,38 @@ func pageBounds[T any](q url.Values) (window[T], error) {
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			return 0, false, badRequest("?%s=%q: use a whole number from 0", name, v)
+			return 0, false, BadRequest("?%s=%q: use a whole number from 0", name, v)
 		}
 		return n, true, nil
 	}
 	offset, _, err := get("offset")
 	if err != nil {
-		return window[T]{}, err
+		return Window[T]{}, err
 	}
 	limit, limited, err := get("limit")
 	if err != nil {
-		return window[T]{}, err
+		return Window[T]{}, err
 	}
 	if !limited {
 		limit = -1
-	} else if limit < 1 || limit > maxListLimit {
-		return window[T]{}, badRequest("?limit=%d: use 1 to %d", limit, maxListLimit)
+	} else if limit < 1 || limit > MaxListLimit {
+		return Window[T]{}, BadRequest("?limit=%d: use 1 to %d", limit, MaxListLimit)
 	}
-	return window[T]{offset: offset, limit: limit, out: []T{}}, nil
+	return Window[T]{offset: offset, limit: limit, Out: []T{}}, nil
 }
 
-// add counts one item and keeps it when it falls inside the window; build
+// Add counts one item and keeps it when it falls inside the Window; build
 // makes it, and is called only then.
-func (w *window[T]) add(build func() T) {
-	if w.total >= w.offset && (w.limit < 0 || len(w.out) < w.limit) {
-		w.out = append(w.out, build())
+func (w *Window[T]) Add(build func() T) {
+	if w.Total >= w.offset && (w.limit < 0 || len(w.Out) < w.limit) {
+		w.Out = append(w.Out, build())
 	}
-	w.total++
+	w.Total++
 }
 
-// next is the ?offset= of the next page, 0 when none follows.
-func (w *window[T]) next() int {
-	if end := w.offset + len(w.out); w.limit >= 0 && end < w.total {
+// Next is the ?offset= of the next page, 0 when none follows.
+func (w *Window[T]) Next() int {
+	if end := w.offset + len(w.Out); w.limit >= 0 && end < w.Total {
 		return end
 	}
 	return 0

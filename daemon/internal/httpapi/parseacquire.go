@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"strconv"
@@ -6,16 +6,16 @@ import (
 	"github.com/rpdhq/rpd/api"
 )
 
-// parseAcquire decodes the body of the hot path by hand: a json.Decoder
+// ParseAcquire decodes the body of the hot path by hand: a json.Decoder
 // costs two allocations and a buffer per request, and reflection per
 // field. It covers the shape every client sends (one object of known keys,
 // written exactly, with unescaped printable-ASCII strings and plain
-// numbers), reusing checkJSON's scanner, and reports false, leaving r
-// unchanged, for anything else: decodeBody then decodes with
+// numbers), reusing CheckJSON's scanner, and reports false, leaving r
+// unchanged, for anything else: DecodeBody then decodes with
 // encoding/json, whose result and errors are the definition (a property
 // test holds the two to the same value wherever this answers). b has
-// passed checkJSON.
-func parseAcquire(b []byte, r *api.AcquireRequest) bool {
+// passed CheckJSON.
+func ParseAcquire(b []byte, r *api.AcquireRequest) bool {
 	s := jsonScan{b: b}
 	var out api.AcquireRequest
 	prio, hasPrio := 0, false

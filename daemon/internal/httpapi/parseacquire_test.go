@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 )
 
-// decodeStrict is what decodeBody does without parseAcquire: unknown
+// decodeStrict is what DecodeBody does without ParseAcquire: unknown
 // fields refused, exactly one value.
 func decodeStrict(b []byte) (api.AcquireRequest, error) {
 	var v api.AcquireRequest
@@ -59,7 +59,7 @@ func randBody(r *rand.Rand) []byte {
 	return []byte(sb.String())
 }
 
-// Wherever parseAcquire answers, it answers what encoding/json decodes; and it
+// Wherever ParseAcquire answers, it answers what encoding/json decodes; and it
 // covers every body the Go client sends.
 func TestParseAcquireIsEncodingJSON(t *testing.T) {
 	covered := 0
@@ -67,7 +67,7 @@ func TestParseAcquireIsEncodingJSON(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 3))
 		b := randBody(r)
 		var fast api.AcquireRequest
-		if !parseAcquire(b, &fast) {
+		if !ParseAcquire(b, &fast) {
 			if !reflect.DeepEqual(fast, api.AcquireRequest{}) {
 				t.Errorf("%s: not covered, yet the request was changed to %+v", b, fast)
 				return false
@@ -77,7 +77,7 @@ func TestParseAcquireIsEncodingJSON(t *testing.T) {
 		covered++
 		want, err := decodeStrict(b)
 		if err != nil || !reflect.DeepEqual(fast, want) {
-			t.Errorf("%s:\n parseAcquire %+v\n encoding/json %+v, %v", b, fast, want, err)
+			t.Errorf("%s:\n ParseAcquire %+v\n encoding/json %+v, %v", b, fast, want, err)
 			return false
 		}
 		return true
@@ -104,8 +104,8 @@ func TestParseAcquireIsEncodingJSON(t *testing.T) {
 			return false
 		}
 		var got api.AcquireRequest
-		if !parseAcquire(b, &got) || !reflect.DeepEqual(got, req) {
-			t.Errorf("%s: parseAcquire %+v; want %+v", b, got, req)
+		if !ParseAcquire(b, &got) || !reflect.DeepEqual(got, req) {
+			t.Errorf("%s: ParseAcquire %+v; want %+v", b, got, req)
 			return false
 		}
 		return true
@@ -117,11 +117,11 @@ func TestParseAcquireIsEncodingJSON(t *testing.T) {
 
 func BenchmarkParseAcquireRequest(b *testing.B) {
 	body := []byte(`{"task_id":"bench","wait_seconds":5,"request_id":"0f8fad5b-d9cb-469f-a165-70867728950e"}`)
-	b.Run("parseAcquire", func(b *testing.B) {
+	b.Run("ParseAcquire", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var r api.AcquireRequest
-			if !parseAcquire(body, &r) {
+			if !ParseAcquire(body, &r) {
 				b.Fatal("not covered")
 			}
 		}

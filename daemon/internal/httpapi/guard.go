@@ -1,4 +1,4 @@
-package daemon
+package httpapi
 
 import (
 	"bytes"
@@ -19,11 +19,11 @@ import (
 // plain text, paths that ServeMux would redirect, and JSON bodies whose
 // strings or duplicate keys the standard decoder accepts silently.
 
-// apiErrorListener hands out connections whose plain-text error answers
+// APIErrorListener hands out connections whose plain-text error answers
 // from net/http are rewritten into the API's JSON error model.
-type apiErrorListener struct{ net.Listener }
+type APIErrorListener struct{ net.Listener }
 
-func (l apiErrorListener) Accept() (net.Conn, error) {
+func (l APIErrorListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func jsonServerError(b []byte) ([]byte, bool) {
 	}
 	code, msg := api.CodeBadRequest, fmt.Sprintf("the request could not be parsed (%s): check the request line, URL escapes and headers", text)
 	if status == http.StatusRequestHeaderFieldsTooLarge {
-		code, msg = api.CodeHeadersTooLarge, fmt.Sprintf("the request line and headers are over %d KiB; send fewer or shorter headers", maxHeaderBytes>>10)
+		code, msg = api.CodeHeadersTooLarge, fmt.Sprintf("the request line and headers are over %d KiB; send fewer or shorter headers", MaxHeaderBytes>>10)
 	}
 	body, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
 	body = append(body, '\n')
@@ -84,15 +84,15 @@ func jsonServerError(b []byte) ([]byte, bool) {
 		status, http.StatusText(status), len(body), body), true
 }
 
-// maxHeaderBytes bounds the request line and headers (net/http allows 4 KiB
+// MaxHeaderBytes bounds the request line and headers (net/http allows 4 KiB
 // of slack on top).
-const maxHeaderBytes = 64 << 10
+const MaxHeaderBytes = 64 << 10
 
-// uncleanPath reports whether p (an escaped path) has empty, "." or ".."
+// UncleanPath reports whether p (an escaped path) has empty, "." or ".."
 // segments, which ServeMux would answer with a redirect to the cleaned path;
 // a client following that redirect would send its POST to another route.
 // The API matches paths as sent instead.
-func uncleanPath(p string) bool {
+func UncleanPath(p string) bool {
 	clean := path.Clean(p)
 	if strings.HasSuffix(p, "/") && clean != "/" {
 		clean += "/"
@@ -100,7 +100,7 @@ func uncleanPath(p string) bool {
 	return clean != p
 }
 
-// checkJSON refuses what encoding/json would accept silently in a request
+// CheckJSON refuses what encoding/json would accept silently in a request
 // body: a key that appears twice in one object (the decoder keeps the
 // last), and a string longer than api.MaxIDBytes (an identifier that long
 // is a flood, not a name). Syntax errors are left to the decoder, which
@@ -108,13 +108,13 @@ func uncleanPath(p string) bool {
 //
 // Most bodies are one small valid object without escapes: scanJSON passes
 // those in one allocation-free pass. Anything else (an escape, non-ASCII
-// text, a syntax error, a refusal to word) goes to checkJSONTokens, whose
+// text, a syntax error, a refusal to word) goes to CheckJSONTokens, whose
 // verdict is the definition; FuzzCheckJSONFastPath holds the two equal.
-func checkJSON(body []byte) error {
+func CheckJSON(body []byte) error {
 	if scanJSON(body) {
 		return nil
 	}
-	return checkJSONTokens(body)
+	return CheckJSONTokens(body)
 }
 
 // scanJSON reports whether body is one valid JSON value, with only
@@ -312,8 +312,8 @@ func (s *jsonScan) number() bool {
 	return true
 }
 
-// checkJSONTokens is checkJSON's definition: it walks the tokens of body.
-func checkJSONTokens(body []byte) error {
+// CheckJSONTokens is CheckJSON's definition: it walks the tokens of body.
+func CheckJSONTokens(body []byte) error {
 	type frame struct {
 		keys      map[string]bool // nil for an array
 		expectKey bool
@@ -340,7 +340,7 @@ func checkJSONTokens(body []byte) error {
 				continue
 			}
 			if stack[n-1].keys[k] {
-				return badRequest("invalid JSON body: key %q appears twice in one object; send each field once", truncate(k))
+				return BadRequest("invalid JSON body: key %q appears twice in one object; send each field once", truncate(k))
 			}
 			stack[n-1].keys[k] = true
 			stack[n-1].expectKey = false
@@ -360,7 +360,7 @@ func checkJSONTokens(body []byte) error {
 			}
 		case string:
 			if len(t) > api.MaxIDBytes {
-				return badRequest("%s is %d bytes long; identifiers and names are limited to %d bytes", fieldName(key), len(t), api.MaxIDBytes)
+				return BadRequest("%s is %d bytes long; identifiers and names are limited to %d bytes", fieldName(key), len(t), api.MaxIDBytes)
 			}
 			valueDone()
 		default:
@@ -384,9 +384,9 @@ func truncate(s string) string {
 	return s
 }
 
-// readBody reads all of body (at most api.MaxBodyBytes) into buf, translating a body
+// ReadBody reads all of body (at most api.MaxBodyBytes) into buf, translating a body
 // that is too large or arrives too slowly into the API's errors.
-func readBody(buf *bytes.Buffer, body io.Reader) ([]byte, error) {
+func ReadBody(buf *bytes.Buffer, body io.Reader) ([]byte, error) {
 	_, err := buf.ReadFrom(body)
 	if err == nil {
 		return buf.Bytes(), nil
@@ -395,11 +395,11 @@ func readBody(buf *bytes.Buffer, body io.Reader) ([]byte, error) {
 	var netErr net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		return nil, &httpError{status: http.StatusRequestEntityTooLarge, code: api.CodeBodyTooLarge,
-			msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge,
+			Msg: fmt.Sprintf("request body over %d bytes", api.MaxBodyBytes)}
 	case errors.As(err, &netErr) && netErr.Timeout():
-		return nil, &httpError{status: http.StatusRequestTimeout, code: api.CodeTimeout,
-			msg: "the request body did not arrive in time: send as many bytes as Content-Length says, promptly"}
+		return nil, &Error{Status: http.StatusRequestTimeout, Code: api.CodeTimeout,
+			Msg: "the request body did not arrive in time: send as many bytes as Content-Length says, promptly"}
 	}
-	return nil, badRequest("reading the request body: %v", err)
+	return nil, BadRequest("reading the request body: %v", err)
 }
