@@ -11,6 +11,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 )
 
 const poolsHCL = `
@@ -255,7 +256,7 @@ func TestIsLoopback(t *testing.T) {
 		"127.0.0.1:7070": true, "localhost:7070": true, "[::1]:7070": true, "127.0.0.2:1": true,
 		"0.0.0.0:7070": false, ":7070": false, "10.0.0.1:7070": false, "example.com:80": false, "garbage": false,
 	} {
-		if got := isLoopback(addr); got != want {
+		if got := security.IsLoopback(addr); got != want {
 			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -114,11 +115,11 @@ func TestRouteScopes(t *testing.T) {
 		}
 	}
 	for _, p := range patterns {
-		if _, ok := routeScopes[p]; !ok {
+		if _, ok := security.RouteScopes[p]; !ok {
 			t.Errorf("route %q has no entry in routeScopes", p)
 		}
 	}
-	for p := range routeScopes {
+	for p := range security.RouteScopes {
 		if !slices.Contains(patterns, p) {
 			t.Errorf("routeScopes has %q, which the daemon does not register", p)
 		}
@@ -127,7 +128,7 @@ func TestRouteScopes(t *testing.T) {
 	h := td.d.Handler()
 	concrete := strings.NewReplacer("{name}", "db", "{class}", "m", "{id}", "x", "{$}", "")
 	for _, pattern := range slices.Sorted(func(yield func(string) bool) {
-		for k := range routeScopes {
+		for k := range security.RouteScopes {
 			if !yield(k) {
 				return
 			}
@@ -144,7 +145,7 @@ func TestRouteScopes(t *testing.T) {
 		case strings.HasPrefix(path, "/v1/ceilings/"):
 			path = strings.Replace(path, "/db", "/vm", 1)
 		}
-		need := routeScopes[pattern]
+		need := security.RouteScopes[pattern]
 		for _, who := range []string{"", "reader", "worker", "admin"} {
 			body := ""
 			if method == http.MethodPost || method == http.MethodPut {
@@ -158,12 +159,12 @@ func TestRouteScopes(t *testing.T) {
 			h.ServeHTTP(rec, req)
 			got := rec.Code
 			var want string
-			switch has := map[string]scope{"": 0, "reader": scopeRead, "worker": scopeWork, "admin": scopeAdmin}[who]; {
-			case need == scopePublic:
+			switch has := map[string]security.Scope{"": 0, "reader": security.ScopeRead, "worker": security.ScopeWork, "admin": security.ScopeAdmin}[who]; {
+			case need == security.ScopePublic:
 				want = "not 401/403"
 			case who == "":
 				want = "401"
-			case need == scopeAny || has == scopeAdmin || has&need != 0:
+			case need == security.ScopeAny || has == security.ScopeAdmin || has&need != 0:
 				want = "not 401/403"
 			default:
 				want = "403"
@@ -319,17 +320,17 @@ func TestAuditLog(t *testing.T) {
 	}
 }
 
-func readAudit(t *testing.T, path string) []auditEntry {
+func readAudit(t *testing.T, path string) []security.AuditEntry {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []auditEntry
+	var out []security.AuditEntry
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		var e auditEntry
+		var e security.AuditEntry
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line %q: %v", sc.Text(), err)
 		}
@@ -359,7 +360,7 @@ func TestAuditWriteErrorsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var m dto.Metric
-	if err := td.d.sec.auditErrors.Write(&m); err != nil {
+	if err := td.d.sec.AuditErrors().Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n := m.GetCounter().GetValue(); n < 1 {
@@ -388,7 +389,7 @@ func TestWeakSecretsRefused(t *testing.T) {
 		{"client CA only", "", "0.0.0.0:7070", spec.Config{TLS: &spec.TLS{ClientCAFile: "ca", ClientScopes: []string{"work"}}}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := newCredentials(&c.cfg, c.env, c.listen)
+			_, err := security.NewCredentials(&c.cfg, c.env, c.listen)
 			switch {
 			case c.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

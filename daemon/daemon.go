@@ -21,12 +21,12 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
-	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -113,14 +113,9 @@ type Daemon struct {
 	opts    Options
 	log     *slog.Logger
 	backend *open.Backend
-	comp    *components
-	permits *permitTable
-	// grants records permits and ceiling claims in the backend.
-	grants  *grants
+	// arb holds the stack's grants and runs the components.
+	arb     *arbiter.Arbiter
 	metrics *metrics
-	// leaseStore is the pools' Store: the backend's, fenced with the
-	// leader epoch, with deletes deferred.
-	leaseStore *asyncDeleteStore
 	// elector holds or contends for the stack's leader lease; forward
 	// sends a standby's pools, budgets and ceilings requests to the leader.
 	elector *elector
@@ -128,8 +123,6 @@ type Daemon struct {
 	// serving is set once this daemon, as leader, has restored the stack's
 	// grants and answers arbitrated requests itself.
 	serving atomic.Bool
-	// requests serialises grant requests that carry the same request_id.
-	requests requestLatch
 	// apply pushes a validated configuration to the backend (reconcile's
 	// plan and apply) before the components are reconfigured; nil in serve
 	// mode, where rpd apply does it.
@@ -145,11 +138,11 @@ type Daemon struct {
 	// creds are the accepted credentials (auth.go), swapped on reload;
 	// tls, when set, serves HTTPS and verifies the leader (tlsconf.go);
 	// audit is the audit log (nil: none).
-	creds    atomic.Pointer[credentials]
-	tls      *tlsFiles
+	creds    atomic.Pointer[security.Credentials]
+	tls      *security.TLSFiles
 	roots    *x509.CertPool // RPD_CA_FILE, on a daemon without tls
-	audit    *auditLog
-	sec      *secMetrics
+	audit    *security.AuditLog
+	sec      *security.Metrics
 	stopping atomic.Bool
 	// conns are the API server's connections, for the drain.
 	conns   connTracker
@@ -196,7 +189,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	}
 	d := &Daemon{opts: opts, log: opts.Logger, started: time.Now(), reloader: newReloader()}
 	d.metrics = newMetrics(d)
-	d.sec = newSecMetrics(d.metrics.reg)
+	d.sec = security.NewMetrics(d.metrics.reg)
 	if d.opts.Stdout == nil {
 		d.opts.Stdout = os.Stdout
 	}
@@ -233,18 +226,26 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.elector = newElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
 		func() string { return d.reloader.state().hash }, d.log.With("component", "leader"))
 	d.forward = newForwarder(d)
-	d.leaseStore = newAsyncDeleteStore(leaderPools{e: d.elector, fence: newFenced(d.backend.FencedPools), plain: d.backend.Pools}, d.log)
-	d.grants = newGrants(leaderGrants{e: d.elector, fence: newFenced(d.backend.FencedGrants), plain: d.backend.Grants}, d.log)
-	d.permits = newPermitTable(opts.Clock, d.grants)
-	pm, err := pools.NewManager(pools.Options{Store: d.leaseStore, Logger: d.log.With("component", "pools")})
+	// The one place the grants' stores are assembled: the backend's,
+	// fenced with the epoch this daemon leads under.
+	d.arb, err = arbiter.New(arbiter.Options{
+		Logger:      d.log,
+		Clock:       opts.Clock,
+		Backend:     d.backend,
+		Leases:      leaderPools{e: d.elector, fence: newFenced(d.backend.FencedPools), plain: d.backend.Pools},
+		Grants:      leaderGrants{e: d.elector, fence: newFenced(d.backend.FencedGrants), plain: d.backend.Grants},
+		Arbitrating: d.arbitrating,
+		Epoch: func() int64 {
+			epoch, _ := d.elector.leading()
+			return epoch
+		},
+		Stack: cfg.Stack, Region: cfg.Backend.Region, Profile: cfg.Backend.Profile,
+	})
 	if err != nil {
 		d.close()
 		return nil, err
 	}
-	d.comp = newComponents(d.log, pm, d.backend, opts.Clock.Now)
-	d.comp.fleet = newFleetSet(d, d.log)
-	d.comp.ceilings.ec2 = d.comp.fleet.client
-	d.metrics.reg.MustRegister(fleetCollector{d.comp.fleet})
+	d.metrics.reg.MustRegister(d.arb.Collectors()...)
 	if opts.Mode == ModeWatch {
 		d.apply = d.reconcileApply
 	}
@@ -253,7 +254,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	var res api.ReloadResult
 	if opts.Mode == ModeWatch {
 		res = api.ReloadResult{Error: "start-up cancelled"}
-		d.reloader.do(ctx, func() { res = d.applyDoc(ctx, d.reloader.state(), watchInput(cfg), hash, time.Now()) })
+		d.reloader.do(ctx, func() { res = d.applyDoc(ctx, d.reloader.state(), arbiter.WatchInput(cfg), hash, time.Now()) })
 	} else {
 		res = d.Reload(ctx)
 	}
@@ -284,32 +285,6 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		d.log.Info("standing by: another daemon leads the stack", "leader", l.Holder, "address", l.Address, "epoch", l.Epoch, "expires_at", l.ExpiresAt)
 	}
 	return d, nil
-}
-
-// newComponents builds the daemon's sets, empty, on the open backend.
-func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend, now func() time.Time) *components {
-	openClass := func(pc pickup.Config, queue string) (*pickup.Manager, error) {
-		return pickup.NewManager(pc, be.Queue(queue), be.Instances, pickup.Options{
-			Logger: log.With("runner_class", pc.Class),
-			Depth:  queueDepth(be.Queues, queue),
-		})
-	}
-	return &components{
-		pools:    newPoolSet(log, pm, be.Pools.LoadLeases),
-		budgets:  newBudgetSet(log),
-		ceilings: newCeilingSet(log),
-		classes:  newClassSet(log, be.Config.Type == "local", openClass, now),
-	}
-}
-
-func queueDepth(admin backend.QueueAdmin, name string) func(ctx context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
-		info, err := admin.DescribeQueue(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		return info.Visible, nil
-	}
 }
 
 // initialConfig loads the start-up configuration: the watched one, or in
@@ -382,7 +357,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if d.tls != nil {
 		// The TLS connections themselves must reach net/http (HTTP/2,
 		// client certificates): its plain-text parse errors stay as they are.
-		srv.TLSConfig = d.tls.serverConfig()
+		srv.TLSConfig = d.tls.ServerConfig()
 		ln = tls.NewListener(d.ln, srv.TLSConfig)
 	}
 	serveErr := make(chan error, 1)
@@ -396,9 +371,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	election.Go(func() { d.elector.loop(electCtx, func(ctx context.Context) error { return d.takeOver(ctx, false) }) })
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
-	loops.Go(func() { d.sweepLoop(loopCtx) })
-	loops.Go(func() { d.maintainLoop(loopCtx) })
-	loops.Go(func() { d.fleetLoop(loopCtx) })
+	loops.Go(func() { d.arb.Run(loopCtx, d.opts.SweepInterval) })
 	switch d.opts.Mode {
 	case ModeWatch:
 		if d.opts.ManualReload {
@@ -429,6 +402,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		err = ErrSteppedDown
 	}
 	d.stopping.Store(true)
+	d.arb.SetStopping()
 	d.log.Info("shutting down: handing over, then draining in-flight requests", "timeout", d.opts.DrainTimeout)
 	stopLoops()
 	baseCancel() // long-polls give up and answer 503
@@ -456,7 +430,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	<-drained
 	d.closeBackend()
-	d.audit.close()
+	d.audit.Close()
 	d.log.Info("rpd daemon stopped")
 	return err
 }
@@ -505,21 +479,14 @@ func (d *Daemon) close() {
 	d.reloader.stop()
 	d.closeRuntime()
 	d.closeBackend()
-	d.audit.close()
+	d.audit.Close()
 }
 
 // closeRuntime stops the components and writes the queued record deletes.
 func (d *Daemon) closeRuntime() {
-	if d.comp != nil {
-		d.comp.close()
+	if d.arb != nil {
+		d.arb.Close()
 	}
-	if d.leaseStore != nil {
-		d.leaseStore.close()
-	}
-	if d.comp != nil {
-		d.grants.sweepClaims(d.comp.ceilings.claimLive) // records of claims that ended since the last sweep
-	}
-	d.grants.close()
 }
 
 func (d *Daemon) closeBackend() {
@@ -530,29 +497,15 @@ func (d *Daemon) closeBackend() {
 	}
 }
 
-func (d *Daemon) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(d.opts.SweepInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.comp.sweep(ctx)
-			d.grants.sweepClaims(d.comp.ceilings.claimLive)
-		}
-	}
-}
-
 // checkSecurity builds the credentials of cfg (reading token files anew),
 // refusing a configuration that would leave a non-loopback listener
 // without one, or with a weak secret. A changed listen address, tls block
 // or audit_log needs a restart.
-func (d *Daemon) checkSecurity(cfg *spec.Config) (*credentials, error) {
+func (d *Daemon) checkSecurity(cfg *spec.Config) (*security.Credentials, error) {
 	if d.ln == nil {
 		return d.creds.Load(), nil // start-up: New checked what it binds
 	}
-	creds, err := newCredentials(cfg, d.opts.Token, d.Addr())
+	creds, err := security.NewCredentials(cfg, d.opts.Token, d.Addr())
 	if err != nil {
 		return nil, err
 	}
@@ -579,18 +532,4 @@ func backendText(b spec.Backend) string {
 		return fmt.Sprintf("aws (region %q, table prefix %q)", b.Region, b.TablePrefix)
 	}
 	return fmt.Sprintf("local (%s)", b.Path)
-}
-
-// isLoopback reports whether addr (host:port) only accepts connections
-// from this host.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/internal/ec2test"
 )
 
@@ -100,10 +102,10 @@ func TestFleetSpotFallbackStatusMetrics(t *testing.T) {
 	waitFleet(t, td, "1 idle and 1 booting", func(f *api.FleetStatus) bool { return f.Idle == 1 && f.Booting == 1 })
 	// The claims of the launched VMs are the fleet's: no worker ends them.
 	all, _ := httpapi.PageBounds[api.Grant](nil)
-	td.d.grantsMatching(grantFilter{kind: api.KindClaim}, &all)
+	_ = td.d.arb.Grants(url.Values{"kind": {api.KindClaim}}, &all)
 	for _, g := range all.Out {
-		if g.Principal != fleetPrincipal.name {
-			t.Errorf("the fleet's claim %s is held by %q; want %s", g.ID, g.Principal, fleetPrincipal.name)
+		if g.Principal != security.FleetPrincipal.Owner() {
+			t.Errorf("the fleet's claim %s is held by %q; want %s", g.ID, g.Principal, security.FleetPrincipal.Owner())
 		}
 	}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -45,7 +46,7 @@ func (d *Daemon) reconcileApply(ctx context.Context, cfg *spec.Config) error {
 // BudgetsInUse reports what each budget has handed out, for the plan's
 // live-impact warnings.
 func (d *Daemon) BudgetsInUse(ctx context.Context) (map[string]reconcile.BudgetUse, error) {
-	return d.comp.budgets.inUse(), nil
+	return d.arb.BudgetsInUse(), nil
 }
 
 var _ reconcile.BudgetUsageReader = (*Daemon)(nil)
@@ -61,7 +62,7 @@ func (d *Daemon) heldSlots(cfg *spec.Config) map[string]int {
 		declared[p.Name] = true
 	}
 	held := map[string]int{}
-	for _, p := range d.comp.pools.list() {
+	for _, p := range d.arb.Pools() {
 		if p.Used > 0 && declared[p.Name] {
 			held[p.Name] = p.Used
 		}
@@ -109,7 +110,7 @@ func (d *Daemon) follow(ctx context.Context, force bool) api.ReloadResult {
 	if rd.Stack != "" && rd.Stack != d.stack {
 		return d.reject(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
 	}
-	res := d.applyDoc(ctx, prev, &input{doc: rd, cfg: d.base}, hash, start)
+	res := d.applyDoc(ctx, prev, arbiter.DocInput(rd, d.base), hash, start)
 	if res.OK {
 		// Status reports the version of the document in force, not of one
 		// that was rejected.

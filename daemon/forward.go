@@ -16,12 +16,8 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 )
-
-// forwardedHeader marks a request a standby forwarded, so that a daemon
-// that is not the leader either (its view was stale) answers 503 instead
-// of forwarding it on: requests never loop between replicas.
-const forwardedHeader = "X-Rpd-Forwarded-By"
 
 // forwardMargin is what a forward may take beyond the request's own wait
 // (wait_seconds): the leader's record write and the round trip. A forward
@@ -96,7 +92,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		next.ServeHTTP(w, r) // this daemon just took the lead
 		return
 	}
-	if r.Header.Get(forwardedHeader) != "" {
+	if r.Header.Get(security.ForwardedHeader) != "" {
 		writeNotLeader(w, f.d.elector.view().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
 		return
 	}
@@ -197,11 +193,11 @@ func (f *forwarder) roundTrip(ctx context.Context, moved context.Context, target
 			out.Header[k] = vs
 		}
 	}
-	out.Header.Set(forwardedHeader, f.d.elector.holder)
+	out.Header.Set(security.ForwardedHeader, f.d.elector.holder)
 	// The bearer token goes on as it came: replicas share the tokens. A
 	// client certificate's principal goes in a header the leader believes
 	// of a replica only (auth.go).
-	setForwardedPrincipal(r, out)
+	security.SetForwardedPrincipal(r, out)
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		if prior := r.Header.Values("X-Forwarded-For"); len(prior) > 0 {
 			ip = strings.Join(prior, ", ") + ", " + ip

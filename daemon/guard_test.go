@@ -281,8 +281,8 @@ func TestReadyzWhenGrantsCannotBeWritten(t *testing.T) {
 	if status, body := td.raw(t, "GET", "/readyz", ""); status != http.StatusOK {
 		t.Fatalf("readyz on a healthy backend: %d %s", status, body)
 	}
-	store := td.d.grants.store
-	td.d.grants.store = faulty.New(faulty.Fault{Op: faulty.PutGrant, Fail: true}).Grants(store)
+	store := td.d.arb.GrantStore()
+	td.d.arb.SetGrantStore(faulty.New(faulty.Fault{Op: faulty.PutGrant, Fail: true}).Grants(store))
 	status, body := td.raw(t, "GET", "/readyz", "")
 	e := wantAPIError(t, status, body, http.StatusServiceUnavailable, api.CodeNotReady)
 	if !strings.Contains(e.Message, "grants cannot be recorded") || !strings.Contains(e.Message, "injected") {
@@ -290,7 +290,7 @@ func TestReadyzWhenGrantsCannotBeWritten(t *testing.T) {
 	}
 	status, body = td.raw(t, "POST", "/v1/budgets/scan/permits", `{"scan_ring_bytes":1}`)
 	wantAPIError(t, status, body, http.StatusInternalServerError, api.CodeInternal)
-	td.d.grants.store = store
+	td.d.arb.SetGrantStore(store)
 	if status, body := td.raw(t, "GET", "/readyz", ""); status != http.StatusOK {
 		t.Fatalf("readyz after the backend recovered: %d %s", status, body)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 )
 
 // haPair is two in-process daemons of one stack sharing a SQLite file,
@@ -72,7 +73,7 @@ func TestStandbyForwardsToTheLeader(t *testing.T) {
 	}
 	// A request already forwarded once is not forwarded again.
 	req, _ := http.NewRequest(http.MethodGet, "http://"+b.addr+"/v1/pools/db", nil)
-	req.Header.Set(forwardedHeader, "someone")
+	req.Header.Set(security.ForwardedHeader, "someone")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestFencedLeaderStepsDown(t *testing.T) {
 	if err := a.stop(); !errors.Is(err, ErrSteppedDown) {
 		t.Fatalf("Run of the fenced leader = %v; want ErrSteppedDown", err)
 	}
-	if ps, _ := b.d.comp.pools.get("db"); ps.Used != 0 {
+	if ps, _ := b.d.arb.Pool("db"); ps.Used != 0 {
 		t.Fatalf("the standby counts %+v", ps)
 	}
 }

@@ -33,9 +33,9 @@ func (s *switchPools) PutLease(ctx context.Context, rec pools.LeaseRecord) error
 func TestHeartbeatNotRecordedIsNotAnswered200(t *testing.T) {
 	ctx := ctxT(t)
 	td := startDaemon(t, "pool \"p\" {\n  slots = 1\n}\nbudget \"b\" {}\n")
-	sw := &switchPools{Store: td.d.leaseStore.Store}
-	td.d.leaseStore.Store = sw
-	grantsStore := td.d.grants.store
+	sw := &switchPools{Store: td.d.arb.LeaseStore()}
+	td.d.arb.SetLeaseStore(sw)
+	grantsStore := td.d.arb.GrantStore()
 
 	lease, err := td.c.Acquire(ctx, "p", api.AcquireRequest{TaskID: "a", TTLSeconds: 60})
 	if err != nil {
@@ -57,7 +57,7 @@ func TestHeartbeatNotRecordedIsNotAnswered200(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // so that an extension would move the expiry
 
 	sw.fail.Store(true)
-	td.d.grants.store = failingGrants{grantsStore}
+	td.d.arb.SetGrantStore(failingGrants{grantsStore})
 	for _, id := range []string{lease.LeaseID, perm.LeaseID} {
 		_, err := td.c.Heartbeat(ctx, id)
 		ae := apiErr(t, err)
@@ -72,7 +72,7 @@ func TestHeartbeatNotRecordedIsNotAnswered200(t *testing.T) {
 	// Once the backend takes writes again, the heartbeat is answered with
 	// the expiry its record now holds.
 	sw.fail.Store(false)
-	td.d.grants.store = grantsStore
+	td.d.arb.SetGrantStore(grantsStore)
 	hb, err := td.c.Heartbeat(ctx, lease.LeaseID)
 	if err != nil {
 		t.Fatal(err)

@@ -9,99 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"pgregory.net/rapid"
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/internal/clocktest"
 )
-
-// Every permit is released exactly once, whether by release or expiry,
-// whatever the interleaving.
-func TestPermitTableReleasesExactlyOnce(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		clock := newFakeClock()
-		tab := newPermitTable(clock, nil)
-		var released []atomic.Int32
-		released = make([]atomic.Int32, 20)
-		var ids []string
-		n := rapid.IntRange(1, 20).Draw(t, "permits")
-		for i := range n {
-			ttl := time.Duration(rapid.IntRange(1, 10).Draw(t, "ttl")) * time.Second
-			l, err := tab.add(context.Background(), api.Lease{Budget: "b"}, ttl, func() { released[i].Add(1) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, l.LeaseID)
-		}
-		for step := range rapid.IntRange(0, 40).Draw(t, "steps") {
-			_ = step
-			i := rapid.IntRange(0, n-1).Draw(t, "i")
-			switch rapid.IntRange(0, 2).Draw(t, "op") {
-			case 0:
-				_ = tab.release(ids[i], "")
-			case 1:
-				_, _ = tab.heartbeat(ids[i])
-			case 2:
-				clock.Advance(time.Duration(rapid.IntRange(0, 4000).Draw(t, "ms")) * time.Millisecond)
-			}
-		}
-		if held := tab.count()["b"]; held < 0 || held > n {
-			t.Fatalf("count %d out of range", held)
-		}
-		for _, id := range ids {
-			_ = tab.release(id, "")
-		}
-		clock.Advance(time.Hour)
-		for i := range n {
-			if got := released[i].Load(); got != 1 {
-				t.Fatalf("permit %d released %d times", i, got)
-			}
-		}
-		if tab.count()["b"] != 0 {
-			t.Fatal("permits left after releasing all")
-		}
-	})
-}
-
-func TestPermitTableConcurrentRace(t *testing.T) {
-	clock := newFakeClock()
-	tab := newPermitTable(clock, nil)
-	var releases atomic.Int64
-	var wg sync.WaitGroup
-	const workers, per = 8, 200
-	for w := 0; w < workers; w++ {
-		wg.Go(func() {
-			for i := 0; i < per; i++ {
-				l, err := tab.add(context.Background(), api.Lease{Budget: "b"}, time.Second, func() { releases.Add(1) })
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if i%3 == 0 {
-					_, _ = tab.heartbeat(l.LeaseID)
-				}
-				if i%2 == 0 {
-					_ = tab.release(l.LeaseID, "b")
-				}
-			}
-		})
-	}
-	wg.Go(func() {
-		for i := 0; i < 200; i++ {
-			clock.Advance(10 * time.Millisecond)
-		}
-	})
-	wg.Wait()
-	clock.Advance(time.Hour)
-	if got := releases.Load(); got != workers*per {
-		t.Fatalf("%d releases for %d permits", got, workers*per)
-	}
-}
 
 // syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type syncBuffer struct {
@@ -255,7 +169,7 @@ func TestRestartDropsLapsedAndOrphanedGrants(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "expired=2") || !strings.Contains(out, "dropped=1") {
 		t.Fatalf("restore summary missing or wrong:\n%s", out)
 	}
-	recs, err := second.d.grants.store.LoadGrants(ctx)
+	recs, err := second.d.arb.GrantStore().LoadGrants(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +190,7 @@ func TestGrantNotRecordedIsNotGranted(t *testing.T) {
 	const body = "budget \"b\" {}\nvm_ceiling \"v\" {\n  max   = 5\n  grant = \"immediate\"\n}\n"
 	ctx := ctxT(t)
 	td := startDaemon(t, body)
-	td.d.grants.store = failingGrants{td.d.grants.store}
+	td.d.arb.SetGrantStore(failingGrants{td.d.arb.GrantStore()})
 	// Answered as a pool lease whose record cannot be written is
 	// (pools.ErrStore): 500, with the backend's error.
 	_, err := td.c.AcquirePermit(ctx, "b", api.PermitRequest{ScanRingBytes: 1 << 20})
@@ -318,13 +232,13 @@ func TestHeartbeatRacingReleaseLeavesNoRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := td.d.grants.store
+	store := td.d.arb.GrantStore()
 	entered, proceed := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	td.d.grants.store = hookGrants{store, func(string) {
+	td.d.arb.SetGrantStore(hookGrants{store, func(string) {
 		once.Do(func() { close(entered) })
 		<-proceed
-	}}
+	}})
 	hb := make(chan error, 1)
 	go func() {
 		_, err := td.c.Heartbeat(ctx, perm.LeaseID)

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -156,20 +157,20 @@ func (d *Daemon) reloadFiles(ctx context.Context, force bool) api.ReloadResult {
 	if err != nil {
 		return d.reject(prev, snap.Hash, start, err)
 	}
-	return d.applyDoc(ctx, prev, watchInput(cfg), snap.Hash, start)
+	return d.applyDoc(ctx, prev, arbiter.WatchInput(cfg), snap.Hash, start)
 }
 
 // applyDoc is build → validate → swap for a runtime document: every
 // set is prepared before anything is touched, and a failure keeps the last
 // good configuration active. It runs on the reloader's owner (or in New,
 // before anything else can reload).
-func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *input, hash string, start time.Time) api.ReloadResult {
-	cfg := in.cfg
+func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *arbiter.Input, hash string, start time.Time) api.ReloadResult {
+	cfg := in.Config()
 	creds, err := d.checkSecurity(cfg)
 	if err != nil {
 		return d.reject(prev, hash, start, err)
 	}
-	commits, err := d.comp.prepare(in)
+	commits, err := d.arb.Prepare(in)
 	if err != nil {
 		return d.reject(prev, hash, start, err)
 	}
@@ -189,12 +190,12 @@ func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *input, has
 			return d.reject(prev, attempted, start, fmt.Errorf("apply: %w", err))
 		}
 	}
-	changes, commitErr := d.comp.commit(ctx, commits)
+	changes, commitErr := d.arb.Commit(ctx, commits)
 	if prev.cfg != nil && prev.cfg.Token != cfg.Token {
 		changes = append(changes, "rpd.token: changed")
 	}
 	d.creds.Store(creds)
-	print := fingerprint(in.doc)
+	print := fingerprint(in.Doc())
 	next := &reloadState{version: prev.version, hash: hash, print: print, attempted: hash, cfg: cfg}
 	changed := print != prev.print || len(changes) > 0
 	if changed {
@@ -223,7 +224,7 @@ func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *input, has
 		if _, err := d.elector.leading(); err != nil || d.apply == nil {
 			msg = "configuration loaded (the leader applies it to the backend)"
 		}
-		d.log.Info(msg, "version", next.version, "hash", short(hash), "changes", joinLines(changes), "duration", now.Sub(start))
+		d.log.Info(msg, "version", next.version, "hash", short(hash), "changes", strings.Join(changes, "; "), "duration", now.Sub(start))
 	}
 	if prev.rejected > 0 { // also when the fix restored what was active
 		d.log.Info(fmt.Sprintf("configuration applied again after %s", plural(prev.rejected, "rejected reload")), "version", next.version)
@@ -331,13 +332,12 @@ func (d *Daemon) Status() api.Status {
 		StateVersion:  d.stateVersion.Load(),
 		LastReload:    st.last,
 		StartedAt:     d.started.UTC(),
-		Components:    d.comp.snapshot(),
+		Components:    d.arb.Components(),
 		Version:       buildVersion(),
 	}
 	if st.cfg != nil {
 		out.Stack = st.cfg.Stack
 	}
-	d.addPermits(out.Components.Budgets)
 	out.Role = "standby"
 	if d.arbitrating() {
 		out.Role = "leader"

@@ -12,8 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/watch"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -149,7 +149,7 @@ func TestRemovedPoolIsKeptWhileHeld(t *testing.T) {
 	if err := td.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	td.d.comp.sweep(ctx)
+	td.d.arb.Sweep(ctx)
 	if _, err := td.c.Pool(ctx, "tmp"); apiErr(t, err).Status != 404 {
 		t.Fatalf("idle removed pool = %v, want gone (404)", err)
 	}
@@ -236,7 +236,7 @@ func TestFingerprintIgnoresPositions(t *testing.T) {
 	a, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 2 }\n")}}, spec.Vars{})
 	b, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"b.hcl": []byte("\n\n# moved\npool \"p\" {\n  slots = 2\n}\n")}}, spec.Vars{})
 	c, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 3 }\n")}}, spec.Vars{})
-	fp := func(cfg *spec.Config) string { return fingerprint(watchInput(cfg).doc) }
+	fp := func(cfg *spec.Config) string { return fingerprint(arbiter.WatchInput(cfg).Doc()) }
 	if fp(a) != fp(b) {
 		t.Fatal("moving a block changed the fingerprint")
 	}
@@ -316,30 +316,5 @@ func TestReloadLogNamesChangedAttributes(t *testing.T) {
 	}
 	if strings.Contains(line, "slots 5 -> 5") || strings.Contains(line, "scan_ring") {
 		t.Errorf("reload log %q names attributes that did not change", line)
-	}
-}
-
-func TestEntryChange(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		old, cur reconcile.PoolEntry
-		want     string
-	}{
-		{"slots", reconcile.PoolEntry{Slots: 1}, reconcile.PoolEntry{Slots: 2}, "pool.p: slots 1 -> 2"},
-		{"ttl and flag", reconcile.PoolEntry{Slots: 1}, reconcile.PoolEntry{Slots: 1, LeaseTTL: reconcile.Duration(time.Minute), AllowDestroy: true},
-			"pool.p: lease_ttl 0s -> 1m, allow_destroy false -> true"},
-		{"long text", reconcile.PoolEntry{Description: strings.Repeat("a", 40)}, reconcile.PoolEntry{Description: strings.Repeat("b", 40)}, "pool.p: description changed"},
-	} {
-		if got := entryChange("pool.p", tc.old, tc.cur); got != tc.want {
-			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
-		}
-	}
-	got := entryChange("vm_ceiling.v", reconcile.CeilingEntry{Max: 1}, reconcile.CeilingEntry{Max: 1, Usage: reconcile.UsageEntry{URL: "http://x"}})
-	if got != "vm_ceiling.v: usage changed" {
-		t.Errorf("nested entry: got %q", got)
-	}
-	got = entryChange("runner_class.c", reconcile.ClassEntry{Mem: 1 << 30}, reconcile.ClassEntry{Mem: 2 << 30, InstanceTypes: reconcile.NewStringList([]string{"c6i.*"})})
-	if got != `runner_class.c: mem 1GiB -> 2GiB, instance_types null -> ["c6i.*"]` {
-		t.Errorf("class entry: got %q", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/spec"
 )
 
@@ -18,22 +19,22 @@ import (
 // a reload that changes them warns that a restart applies it (the
 // certificate files themselves are re-read when they change).
 func (d *Daemon) secure(cfg *spec.Config, listen string) error {
-	creds, err := newCredentials(cfg, d.opts.Token, listen)
+	creds, err := security.NewCredentials(cfg, d.opts.Token, listen)
 	if err != nil {
 		return err
 	}
 	d.creds.Store(creds)
 	switch {
 	case cfg.TLS != nil:
-		if d.tls, err = newTLSFiles(cfg.TLS, d.opts.CAFile, d.log.With("component", "tls")); err != nil {
+		if d.tls, err = security.NewTLSFiles(cfg.TLS, d.opts.CAFile, d.log.With("component", "tls")); err != nil {
 			return err
 		}
 	case d.opts.CAFile != "":
-		if d.roots, err = readPool([]string{d.opts.CAFile}); err != nil {
+		if d.roots, err = security.ReadPool([]string{d.opts.CAFile}); err != nil {
 			return fmt.Errorf("RPD_CA_FILE: %w", err)
 		}
 	}
-	d.audit, err = openAudit(cfg.AuditLog, d.opts.Stdout, d.sec.auditErrors, d.log.With("component", "audit"))
+	d.audit, err = security.OpenAudit(cfg.AuditLog, d.opts.Stdout, d.sec, d.log.With("component", "audit"))
 	return err
 }
 
@@ -76,7 +77,7 @@ func tlsFilesOf(t *spec.TLS) *spec.TLS {
 func (d *Daemon) forwardTLS(t *http.Transport, dialer *net.Dialer) {
 	switch {
 	case d.tls != nil:
-		t.DialTLSContext = d.tls.dialTLS(dialer)
+		t.DialTLSContext = d.tls.DialTLS(dialer)
 	case d.roots != nil:
 		t.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: d.roots}
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/statuspage"
 )
 
@@ -103,24 +103,24 @@ func (d *Daemon) middleware(mux *http.ServeMux, next http.Handler) http.Handler 
 		}
 		_ = http.NewResponseController(w).SetReadDeadline(deadline)
 		_, pattern := mux.Handler(r)
-		need := scopeOf(pattern)
+		need := security.ScopeOf(pattern)
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && statuspage.Public(r.URL.Path) {
-			need = scopePublic
+			need = security.ScopePublic
 		}
-		var p *principal
-		if need != scopePublic {
-			p = d.authenticate(r, d.creds.Load())
+		var p *security.Principal
+		if need != security.ScopePublic {
+			p = security.Authenticate(r, d.creds.Load(), d.tls)
 		}
-		if d.audit != nil && audited(r.Method) {
-			aw := &auditWriter{ResponseWriter: w}
+		if d.audit != nil && security.Audited(r.Method) {
+			aw := &security.AuditWriter{ResponseWriter: w}
 			w = aw
-			defer func() { d.audit.add(requestEntry(r, p, pattern, aw)) }()
+			defer func() { d.audit.Add(security.RequestEntry(r, p, pattern, aw)) }()
 		}
-		if !d.authorize(w, r, p, need) {
+		if !security.Authorize(w, r, p, need, d.sec) {
 			return
 		}
-		if p != nil && p != anonymous {
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+		if p != nil && p != security.Anonymous {
+			r = r.WithContext(security.WithPrincipal(r.Context(), p))
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -165,7 +165,7 @@ func (d *Daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	// Only the leader writes grant records (through the fence: a fenced
 	// leader is not ready either).
 	if d.arbitrating() {
-		if err := d.grants.probe(r.Context()); err != nil {
+		if err := d.arb.Probe(r.Context()); err != nil {
 			httpapi.WriteError(w, http.StatusServiceUnavailable, api.CodeNotReady, "grants cannot be recorded, so every grant would fail: "+err.Error()+"; check that the backend is writable (file permissions, disk space, IAM)")
 			return
 		}

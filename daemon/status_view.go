@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/internal/buildinfo"
 )
 
@@ -51,7 +52,7 @@ func buildVersion() api.BuildVersion {
 // answered from this daemon alone, so that status fetches never loop.
 func (d *Daemon) statusView(r *http.Request) api.Status {
 	st := d.Status()
-	if st.Role == "leader" || r.Header.Get(forwardedHeader) != "" {
+	if st.Role == "leader" || r.Header.Get(security.ForwardedHeader) != "" {
 		return st
 	}
 	ls, err := d.leaderStatus(r.Context(), r.Header.Get("Authorization"))
@@ -80,7 +81,7 @@ func (d *Daemon) leaderStatus(ctx context.Context, authorization string) (api.St
 	if err != nil {
 		return api.Status{}, fmt.Errorf("the leader's address %q: %w", l.Address, err)
 	}
-	req.Header.Set(forwardedHeader, d.elector.holder)
+	req.Header.Set(security.ForwardedHeader, d.elector.holder)
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}

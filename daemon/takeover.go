@@ -53,21 +53,8 @@ func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
 			d.log.Error("taking over: could not apply the configuration to the backend; the components run it, the next change or reload retries", "err", err)
 		}
 	}
-	ro := d.elector.restoreOptions()
-	rep, err := d.comp.pools.mgr.RestoreWith(ctx, ro)
-	if err != nil {
-		return fmt.Errorf("restore held pool leases: %w", err)
-	}
-	if rep.Restored+rep.Expired+len(rep.Orphaned) > 0 {
-		d.log.Info("restored pool leases recorded by the previous leader", "restored", rep.Restored, "expired", rep.Expired, "extended", rep.Extended, "orphaned", len(rep.Orphaned))
-	}
-	grantRep, err := d.restoreGrants(ctx, ro)
-	if err != nil {
-		return fmt.Errorf("restore held budget permits and VM-ceiling claims: %w", err)
-	}
-	if grantRep != (restoreReport{}) {
-		d.log.Info("restored budget permits and VM-ceiling claims recorded by the previous leader",
-			"permits", grantRep.Permits, "claims", grantRep.Claims, "expired", grantRep.Expired, "dropped", grantRep.Dropped, "unreadable", grantRep.Unreadable)
+	if err := d.arb.Restore(ctx, d.elector.restoreOptions()); err != nil {
+		return err
 	}
 	d.serving.Store(true)
 	return nil

@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +15,9 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/internal/tlstest"
-	"github.com/rpdhq/rpd/spec"
 )
 
 // tlsRPD is an rpd block serving TLS with ca's certificate for
@@ -57,36 +58,6 @@ func do(t *testing.T, c *http.Client, method, url, body string, header ...string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
-}
-
-// TestTLSFilesReloadOnChange: a rotated certificate is served without a
-// restart; a half-rotated pair keeps the last good one.
-func TestTLSFilesReloadOnChange(t *testing.T) {
-	ca := tlstest.New(t)
-	certFile, keyFile := ca.Files("server")
-	first := ca.ServerCert("one", certFile, keyFile)
-	f, err := newTLSFiles(&spec.TLS{CertFile: certFile, KeyFile: keyFile}, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.interval = 0
-	if got := f.certificate().Leaf.SerialNumber; got.Cmp(first) != 0 {
-		t.Fatalf("serial %v; want %v", got, first)
-	}
-	// A key that does not match the certificate (the rotation half done).
-	otherCert, otherKey := ca.Files("other")
-	ca.ServerCert("other", otherCert, otherKey)
-	writeFile(t, keyFile, readFile(t, otherKey))
-	if got := f.certificate().Leaf.SerialNumber; got.Cmp(first) != 0 {
-		t.Fatalf("after a half rotation: serial %v; want the previous %v", got, first)
-	}
-	second := ca.ServerCert("two", certFile, keyFile)
-	if got := f.certificate().Leaf.SerialNumber; got.Cmp(second) != 0 {
-		t.Fatalf("after the rotation: serial %v; want %v", got, second)
-	}
-	if _, err := newTLSFiles(&spec.TLS{CertFile: certFile, KeyFile: filepath.Join(t.TempDir(), "missing")}, "", slog.New(slog.DiscardHandler)); err == nil {
-		t.Error("newTLSFiles with a missing key succeeded")
-	}
 }
 
 func readFile(t *testing.T, path string) string {
@@ -161,12 +132,12 @@ func TestMutualTLS(t *testing.T) {
 	}
 	// A client cannot claim a principal through the replicas' header.
 	resp, b = do(t, httpsClient(ca, ca.ClientCert("runner-3")), http.MethodPost, base+"/v1/pools/db/acquire", `{}`,
-		principalHeader, "cert:CN=runner-1,O=rpd tests", forwardedHeader, "someone")
+		security.PrincipalHeader, "cert:CN=runner-1,O=rpd tests", security.ForwardedHeader, "someone")
 	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(b), &l) != nil {
 		t.Fatalf("acquire by runner-3: %d %s", resp.StatusCode, b)
 	}
-	if got, err := td.d.comp.pools.lease(internalLeaseID(l.LeaseID)); err != nil || got.Owner() != "cert:CN=runner-3,O=rpd tests" {
-		t.Fatalf("a lease taken with a forged %s header: %v, %v; want it owned by the certificate that took it", principalHeader, got, err)
+	if got := leaseOwner(t, td.d, l.LeaseID); got != "cert:CN=runner-3,O=rpd tests" {
+		t.Fatalf("a lease taken with a forged %s header is owned by %q; want it owned by the certificate that took it", security.PrincipalHeader, got)
 	}
 }
 
@@ -196,9 +167,8 @@ func TestForwardOverTLS(t *testing.T) {
 	if err := json.Unmarshal([]byte(b), &l); err != nil {
 		t.Fatal(err)
 	}
-	ll, err := leader.d.comp.pools.lease(internalLeaseID(l.LeaseID))
-	if err != nil || ll.Owner() != "cert:CN=runner-1,O=rpd tests" {
-		t.Fatalf("the leader's lease: %v, %v; want it owned by the runner's certificate", ll, err)
+	if got := leaseOwner(t, leader.d, l.LeaseID); got != "cert:CN=runner-1,O=rpd tests" {
+		t.Fatalf("the leader's lease is owned by %q; want it owned by the runner's certificate", got)
 	}
 	resp, b = do(t, httpsClient(ca, ca.ClientCert("runner-2")), http.MethodDelete, "https://"+standby.addr+"/v1/leases/"+l.LeaseID, "")
 	wantAPIError(t, resp.StatusCode, b, http.StatusForbidden, api.CodeForbidden)
@@ -212,4 +182,20 @@ func TestForwardOverTLS(t *testing.T) {
 	if err := standby.d.leaderReachable(context.Background()); err != nil {
 		t.Fatalf("the standby's /readyz check of its leader over TLS: %v", err)
 	}
+}
+
+// leaseOwner is the principal that holds pool lease id on d.
+func leaseOwner(t *testing.T, d *Daemon, id string) string {
+	t.Helper()
+	win, _ := httpapi.PageBounds[api.Grant](nil)
+	if err := d.arb.Grants(url.Values{"kind": {api.KindPool}}, &win); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range win.Out {
+		if g.ID == id {
+			return g.Principal
+		}
+	}
+	t.Fatalf("no lease %s held", id)
+	return ""
 }

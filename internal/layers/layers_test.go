@@ -63,8 +63,14 @@ var rules = map[string]rule{
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
 	"daemon/internal/httpapi":      {rpd: []string{"api", "backend", "runtime/fatjob", "runtime/ledger", "runtime/pools"}},
-	"daemon/watch":                 {ext: []string{"github.com/fsnotify/fsnotify"}},
-	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/internal/httpapi", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
+	"daemon/internal/security":     {rpd: []string{"api", "daemon/internal/httpapi", "daemon/statuspage", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
+	// The arbiter: the grant kinds, their records and the one grant
+	// pipeline, on the runtime components; the HTTP edge (package daemon)
+	// asks it, never the other way round.
+	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
+		ext: append(hcl, "github.com/prometheus/client_golang/")},
+	"daemon/watch": {ext: []string{"github.com/fsnotify/fsnotify"}},
+	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/arbiter", "daemon/internal/httpapi", "daemon/internal/security", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"cmd/rpd": {rpd: []string{"api", "backend", "backend/snapshot", "internal/buildinfo", "internal/open", "client", "daemon", "reconcile", "spec"},
 		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},

@@ -1,14 +1,12 @@
-package daemon
+package arbiter
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
@@ -254,53 +251,6 @@ func outcomes(st pickup.Stats) map[string]int64 {
 	return m
 }
 
-func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("class")
-	var req api.PickupRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	reqs := pickup.Requirements{UsageClass: req.UsageClass, InstanceTypes: req.InstanceTypes, MinCPU: req.MinCPU, MinMemMiB: req.MinMem, ResourceClass: req.ResourceClass,
-		Wait: time.Duration(req.WaitSeconds) * time.Second}
-	if err := reqs.Validate(); err != nil {
-		d.fail(w, r, httpapi.BadRequest("%v", err))
-		return
-	}
-	mgr, ok := d.comp.classes.live(name)
-	if !ok {
-		d.fail(w, r, httpapi.NotFound("no runner_class %q: declare it with a runner_class block", name))
-		return
-	}
-	owner := req.WorkerID
-	if owner == "" {
-		owner = "worker-" + randomHex(8)
-	}
-	inst, err := mgr.Pickup(r.Context(), reqs, owner)
-	d.fleetWake() // a claimed runner, or an exhausted pool: the fleet may launch
-	if err != nil {
-		var ex *pickup.ExhaustedError
-		if errors.As(err, &ex) {
-			kind := api.ExhaustedGlobal
-			if ex.Kind == pickup.Local {
-				kind = api.ExhaustedLocal
-			}
-			d.fail(w, r, &httpapi.Error{Status: http.StatusNotFound, Code: api.CodeExhausted, Kind: kind, Msg: err.Error()})
-			return
-		}
-		d.fail(w, r, err)
-		return
-	}
-	if err := httpapi.WriteJSON(w, http.StatusOK, instanceJSON(inst)); err != nil && req.WorkerID == "" {
-		// Nobody received the instance and nobody can ask for it again
-		// (no worker_id to retry with): give it back to the pool. With a
-		// worker_id the claim stays for the retry; claim_ttl bounds it.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = mgr.Release(ctx, inst.ID, owner, pickup.ReOffer)
-	}
-}
-
 func instanceJSON(inst pickup.Instance) api.Instance {
 	return api.Instance{
 		InstanceID: inst.ID, Class: inst.Class, State: string(inst.State), Owner: inst.Owner,
@@ -308,132 +258,6 @@ func instanceJSON(inst pickup.Instance) api.Instance {
 		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold, UpdatedAt: timePtr(inst.UpdatedAt),
 		ClaimExpiresAt: timePtr(inst.ClaimExpires),
 	}
-}
-
-// confirmInstance is POST /v1/instances/{id}/confirm: the owner received
-// its claim; with claim_ttl it no longer lapses.
-func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var req api.ConfirmInstanceRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if req.Owner == "" {
-		d.fail(w, r, httpapi.BadRequest("owner is required: the worker_id the instance was picked up with"))
-		return
-	}
-	inst, err := d.instance(r.Context(), id)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	mgr, ok := d.comp.classes.live(inst.Class)
-	if !ok {
-		d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s belongs to runner_class %q, which is no longer declared; release it", id, inst.Class)})
-		return
-	}
-	out, err := mgr.Confirm(r.Context(), id, req.Owner)
-	if err != nil {
-		if errors.Is(err, pickup.ErrConditionFailed) {
-			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable,
-				Msg: fmt.Sprintf("instance %s is not claimed by %q (it is %s): the claim was released, or lapsed after claim_ttl without a confirmation; pick up another", id, req.Owner, inst.State)})
-			return
-		}
-		d.fail(w, r, err)
-		return
-	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
-}
-
-func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("class")
-	var req api.Instance
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if req.InstanceID == "" {
-		d.fail(w, r, httpapi.BadRequest("instance_id is required"))
-		return
-	}
-	if req.Class != "" && req.Class != name {
-		d.fail(w, r, httpapi.BadRequest("class %q in the body disagrees with runner_class %q of the path", req.Class, name))
-		return
-	}
-	mgr, ok := d.comp.classes.live(name)
-	if !ok {
-		d.fail(w, r, httpapi.NotFound("no runner_class %q: declare it with a runner_class block", name))
-		return
-	}
-	inst := pickup.Instance{
-		ID: req.InstanceID, Class: name, UsageClass: req.UsageClass, InstanceType: req.InstanceType,
-		CPU: req.CPU, MemMiB: req.Mem, ResourceClass: req.ResourceClass, Threshold: req.Threshold,
-	}
-	if err := mgr.Offer(r.Context(), inst); err != nil {
-		var de *pickup.DiscardError
-		if errors.As(err, &de) {
-			d.fail(w, r, httpapi.BadRequest("%v", err))
-			return
-		}
-		d.fail(w, r, err)
-		return
-	}
-	inst.State = pickup.StateIdle
-	d.fleetWake() // a booting runner offered itself
-	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(inst))
-}
-
-func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var req api.ReleaseInstanceRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	inst, err := d.instance(r.Context(), id)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if inst.State != pickup.StateClaimed {
-		d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s is %s, not claimed; nothing to release", id, inst.State)})
-		return
-	}
-	owner := req.Owner
-	if owner == "" {
-		owner = inst.Owner
-	}
-	mgr, ok := d.comp.classes.live(inst.Class)
-	if !ok {
-		// The class was removed from the configuration: there is no queue
-		// to re-offer the instance to, so it is retired, never left
-		// claimed for good.
-		out, err := d.backend.Instances.Transition(r.Context(), pickup.Transition{ID: id, From: pickup.StateClaimed, To: pickup.StateRetired, ExpectOwner: owner})
-		if err != nil {
-			if errors.Is(err, pickup.ErrConditionFailed) {
-				err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: fmt.Sprintf("instance %s of removed runner_class %q: %v", id, inst.Class, err)}
-			}
-			d.fail(w, r, err)
-			return
-		}
-		_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
-		return
-	}
-	disp := pickup.ReOffer
-	if req.Retire {
-		disp = pickup.Retire
-	}
-	out, err := mgr.Release(r.Context(), id, owner, disp)
-	if err != nil {
-		if errors.Is(err, pickup.ErrConditionFailed) {
-			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: err.Error()})
-			return
-		}
-		d.fail(w, r, err)
-		return
-	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, instanceJSON(out))
 }
 
 var (

@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"fmt"
@@ -173,7 +173,7 @@ func serveDoc(t *testing.T, hcl string) *reconcile.RuntimeDoc {
 	t.Helper()
 	cfg, diags := spec.NewLoader().LoadSources(map[string][]byte{"main.hcl": []byte(hcl)}, spec.Vars{})
 	if diags.HasErrors() {
-		t.Fatalf("%s\n%s", hcl, formatDiags(diags))
+		t.Fatalf("%s\n%s", hcl, diags.Error())
 	}
 	b, err := reconcile.DesiredDoc(cfg).Encode()
 	if err != nil {

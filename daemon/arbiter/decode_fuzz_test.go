@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ func FuzzDecodeRequests(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	d := &Daemon{comp: &components{pools: newPoolSet(nil, nil, nil)}}
+	d := &Arbiter{comp: &components{pools: newPoolSet(nil, nil, nil)}}
 	d.comp.pools.prios["critical"] = 100
 	f.Fuzz(func(t *testing.T, body []byte) {
 		check := func(err error) {

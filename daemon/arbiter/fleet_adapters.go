@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/runtime/ledger"
@@ -62,22 +63,22 @@ func (c fleetCloud) Terminate(ctx context.Context, ids []string) error {
 const launchRecordPrefix = "launch/"
 
 // fleetIntents keeps launch intents as grant records.
-type fleetIntents struct{ d *Daemon }
+type fleetIntents struct{ a *Arbiter }
 
 func (i fleetIntents) PutLaunch(ctx context.Context, l fleet.Launch) error {
 	body, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("encode launch intent %s: %w", l.ID, err)
 	}
-	return i.d.grants.store.PutGrant(ctx, launchRecordPrefix+l.ID, body)
+	return i.a.grants.store.PutGrant(ctx, launchRecordPrefix+l.ID, body)
 }
 
 func (i fleetIntents) DeleteLaunch(ctx context.Context, id string) error {
-	return i.d.grants.store.DeleteGrant(ctx, launchRecordPrefix+id)
+	return i.a.grants.store.DeleteGrant(ctx, launchRecordPrefix+id)
 }
 
 func (i fleetIntents) Launches(ctx context.Context) ([]fleet.Launch, error) {
-	recs, err := i.d.grants.store.LoadGrants(ctx)
+	recs, err := i.a.grants.store.LoadGrants(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +89,7 @@ func (i fleetIntents) Launches(ctx context.Context) ([]fleet.Launch, error) {
 		}
 		var l fleet.Launch
 		if err := json.Unmarshal(body, &l); err != nil || l.ID == "" {
-			i.d.log.Error("unreadable launch intent record: left in place", "record", id, "err", err)
+			i.a.log.Error("unreadable launch intent record: left in place", "record", id, "err", err)
 			continue
 		}
 		out = append(out, l)
@@ -99,14 +100,14 @@ func (i fleetIntents) Launches(ctx context.Context) ([]fleet.Launch, error) {
 // fleetPool is a class's inventory: its instance table records and, to
 // take runners out of the pool, its pickup manager.
 type fleetPool struct {
-	d     *Daemon
+	a     *Arbiter
 	class string
 }
 
 func (p fleetPool) Runners(ctx context.Context) ([]fleet.Runner, error) {
 	var out []fleet.Runner
 	for _, st := range []pickup.State{pickup.StateIdle, pickup.StateClaimed, pickup.StateTerminating} {
-		insts, err := p.d.backend.Instances.List(ctx, p.class, st)
+		insts, err := p.a.backend.Instances.List(ctx, p.class, st)
 		if err != nil {
 			return nil, err
 		}
@@ -122,7 +123,7 @@ func runnerOf(in pickup.Instance) fleet.Runner {
 }
 
 func (p fleetPool) manager() (*pickup.Manager, error) {
-	mgr, ok := p.d.comp.classes.live(p.class)
+	mgr, ok := p.a.comp.classes.live(p.class)
 	if !ok {
 		return nil, fmt.Errorf("runner_class %q has no pickup manager", p.class)
 	}
@@ -146,7 +147,7 @@ func (p fleetPool) Retire(ctx context.Context, r fleet.Runner) error {
 		_, err = mgr.Withdraw(ctx, []string{r.ID}, pickup.StateRetired)
 		return err
 	}
-	_, err := p.d.backend.Instances.Transition(ctx, pickup.Transition{ID: r.ID, From: pickup.State(r.State), To: pickup.StateRetired, ExpectOwner: r.Owner})
+	_, err := p.a.backend.Instances.Transition(ctx, pickup.Transition{ID: r.ID, From: pickup.State(r.State), To: pickup.StateRetired, ExpectOwner: r.Owner})
 	if errors.Is(err, pickup.ErrConditionFailed) {
 		return nil // changed meanwhile: the next pass decides again
 	}
@@ -155,10 +156,10 @@ func (p fleetPool) Retire(ctx context.Context, r fleet.Runner) error {
 
 // lookupInstances returns the records of ids in the instance table, in
 // any class: a VM rpd holds a record of is never an orphan.
-func (d *Daemon) lookupInstances(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
+func (a *Arbiter) lookupInstances(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
 	out := map[string]fleet.Record{}
 	for _, id := range ids {
-		in, err := d.backend.Instances.Get(ctx, id)
+		in, err := a.backend.Instances.Get(ctx, id)
 		switch {
 		case errors.Is(err, pickup.ErrNotFound):
 			continue
@@ -174,7 +175,7 @@ func (d *Daemon) lookupInstances(ctx context.Context, ids []string) (map[string]
 // each recorded (fenced) like a claim over HTTP, so that a new leader
 // restores it.
 type fleetCeiling struct {
-	d    *Daemon
+	a    *Arbiter
 	name string
 	// types are the class's instance types: on a ceiling counted in vCPUs
 	// each VM claims the vCPUs of the largest.
@@ -184,11 +185,11 @@ type fleetCeiling struct {
 // weight is what one VM claims on the ceiling: 1, or on a usage "ec2"
 // ceiling counted in vCPUs the vCPUs of the class's largest type.
 func (c fleetCeiling) weight(ctx context.Context) (int, error) {
-	e, ok := c.d.comp.ceilings.entry(c.name)
+	e, ok := c.a.comp.ceilings.entry(c.name)
 	if !ok || e.Usage.Type != spec.UsageEC2 || e.Usage.Unit != spec.UsageUnitCPUs {
 		return 1, nil
 	}
-	cl, err := c.d.comp.fleet.client(ctx)
+	cl, err := c.a.comp.fleet.client(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -211,7 +212,7 @@ func claimWait(l *ledger.Ledger) time.Duration {
 }
 
 func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string, error) {
-	l, ok := c.d.comp.ceilings.find(c.name, true)
+	l, ok := c.a.comp.ceilings.find(c.name, true)
 	if !ok {
 		return nil, fmt.Errorf("vm_ceiling %q is not declared", c.name)
 	}
@@ -242,7 +243,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 	wg.Wait()
 	var ids []string
 	for _, cl := range claims {
-		if err := c.d.grants.putClaim(withPrincipal(ctx, fleetPrincipal), c.name, cl, ""); err != nil {
+		if err := c.a.grants.putClaim(security.WithPrincipal(ctx, security.FleetPrincipal), c.name, cl, ""); err != nil {
 			cl.Cancel() // a claim a new leader would not know could over-book
 			errs = append(errs, err)
 			continue
@@ -256,7 +257,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 }
 
 func (c fleetCeiling) lookup(id string) (*ledger.Claim, bool) {
-	l, ok := c.d.comp.ceilings.find(c.name, false)
+	l, ok := c.a.comp.ceilings.find(c.name, false)
 	if !ok {
 		return nil, false
 	}
@@ -277,8 +278,8 @@ func (c fleetCeiling) Confirm(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.d.grants.putClaim(ctx, c.name, cl, ""); err != nil {
-		c.d.log.Warn("fleet: a claim's confirmation was not recorded (a new leader would count it until it expires)", "vm_ceiling", c.name, "claim", id, "err", err)
+	if err := c.a.grants.putClaim(ctx, c.name, cl, ""); err != nil {
+		c.a.log.Warn("fleet: a claim's confirmation was not recorded (a new leader would count it until it expires)", "vm_ceiling", c.name, "claim", id, "err", err)
 	}
 }
 
@@ -288,8 +289,8 @@ func (c fleetCeiling) Release(id string) {
 		return
 	}
 	cl.Cancel()
-	if !c.d.comp.ceilings.claimLive(c.name, cl.ID()) {
-		c.d.grants.deleteClaim(c.name, cl.ID())
+	if !c.a.comp.ceilings.claimLive(c.name, cl.ID()) {
+		c.a.grants.deleteClaim(c.name, cl.ID())
 	}
 }
 

@@ -1,4 +1,4 @@
-package daemon
+package security
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ const fileCheckInterval = time.Second
 // change. A file that does not parse (a rotation half done: the key
 // written, not yet the certificate) keeps the last good contents in use,
 // logged once per change, and is tried again at the next look.
-type tlsFiles struct {
+type TLSFiles struct {
 	certFile, keyFile string
 	caFiles           []string // client_ca_file (mTLS), read into clientCAs
 	rootFiles         []string // the CAs the leader is verified with
@@ -53,8 +53,8 @@ type fileStamp struct {
 
 // newTLSFiles reads the files of t (and caFile, the RPD_CA_FILE of the
 // daemon's client side) once; any that cannot be read or parsed fails.
-func newTLSFiles(t *spec.TLS, caFile string, log *slog.Logger) (*tlsFiles, error) {
-	f := &tlsFiles{certFile: t.CertFile, keyFile: t.KeyFile, log: log, interval: fileCheckInterval, stamps: map[string]fileStamp{}}
+func NewTLSFiles(t *spec.TLS, caFile string, log *slog.Logger) (*TLSFiles, error) {
+	f := &TLSFiles{certFile: t.CertFile, keyFile: t.KeyFile, log: log, interval: fileCheckInterval, stamps: map[string]fileStamp{}}
 	if t.ClientCAFile != "" {
 		f.caFiles = []string{t.ClientCAFile}
 	}
@@ -75,9 +75,9 @@ func newTLSFiles(t *spec.TLS, caFile string, log *slog.Logger) (*tlsFiles, error
 
 // load reads every file and swaps the parsed contents in. Called with mu
 // held (or before f is shared).
-func (f *tlsFiles) load() error {
+func (f *TLSFiles) load() error {
 	stamps := map[string]fileStamp{}
-	for _, name := range f.names() {
+	for _, name := range f.Names() {
 		st, err := os.Stat(name)
 		if err != nil {
 			return fmt.Errorf("tls: %w", err)
@@ -88,11 +88,11 @@ func (f *tlsFiles) load() error {
 	if err != nil {
 		return fmt.Errorf("tls: certificate %s with key %s: %w; give a PEM certificate chain and its PEM private key", f.certFile, f.keyFile, err)
 	}
-	clientCAs, err := readPool(f.caFiles)
+	clientCAs, err := ReadPool(f.caFiles)
 	if err != nil {
 		return err
 	}
-	roots, err := readPool(f.rootFiles)
+	roots, err := ReadPool(f.rootFiles)
 	if err != nil {
 		return err
 	}
@@ -100,14 +100,14 @@ func (f *tlsFiles) load() error {
 	return nil
 }
 
-func (f *tlsFiles) names() []string {
+func (f *TLSFiles) Names() []string {
 	out := []string{f.certFile, f.keyFile}
 	out = append(out, f.caFiles...)
 	return append(out, f.rootFiles...)
 }
 
 // readPool reads PEM CA bundles; no file is a nil pool (the system's).
-func readPool(files []string) (*x509.CertPool, error) {
+func ReadPool(files []string) (*x509.CertPool, error) {
 	if len(files) == 0 {
 		return nil, nil
 	}
@@ -126,7 +126,7 @@ func readPool(files []string) (*x509.CertPool, error) {
 
 // refresh re-reads the files if one of them changed since the last look,
 // at most once per fileCheckInterval.
-func (f *tlsFiles) refresh() {
+func (f *TLSFiles) refresh() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := time.Now()
@@ -135,7 +135,7 @@ func (f *tlsFiles) refresh() {
 	}
 	f.checked = now
 	changed := false
-	for _, name := range f.names() {
+	for _, name := range f.Names() {
 		st, err := os.Stat(name)
 		if err != nil || f.stamps[name] != (fileStamp{mod: st.ModTime(), size: st.Size()}) {
 			changed = true
@@ -158,7 +158,7 @@ func (f *tlsFiles) refresh() {
 	f.log.Info("TLS files re-read", "cert_file", f.certFile, "subject", f.subject, "not_after", f.cert.Leaf.NotAfter)
 }
 
-func (f *tlsFiles) certificate() *tls.Certificate {
+func (f *TLSFiles) certificate() *tls.Certificate {
 	f.refresh()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -168,7 +168,7 @@ func (f *tlsFiles) certificate() *tls.Certificate {
 // isReplica reports whether a verified client certificate is this
 // daemon's own kind: the same subject as the certificate it serves, as
 // the replicas of a stack share one (a Kubernetes secret).
-func (f *tlsFiles) isReplica(leaf *x509.Certificate) bool {
+func (f *TLSFiles) IsReplica(leaf *x509.Certificate) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return leaf != nil && leaf.Subject.String() == f.subject && bytes.Equal(leaf.RawSubject, f.cert.Leaf.RawSubject)
@@ -178,7 +178,7 @@ func (f *tlsFiles) isReplica(leaf *x509.Certificate) bool {
 // HTTP/2 offered, and with client CAs a client certificate asked for and
 // verified when one is given (requests without one authenticate with a
 // bearer token instead; probes need neither).
-func (f *tlsFiles) serverConfig() *tls.Config {
+func (f *TLSFiles) ServerConfig() *tls.Config {
 	base := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -207,7 +207,7 @@ func (f *tlsFiles) serverConfig() *tls.Config {
 // host with: the leader verified against the CA files (else the system's
 // roots) as they are now, and with mutual TLS this daemon's own
 // certificate presented.
-func (f *tlsFiles) clientConfig(host string) *tls.Config {
+func (f *TLSFiles) ClientConfig(host string) *tls.Config {
 	f.refresh()
 	f.mu.Lock()
 	roots := f.roots
@@ -223,13 +223,13 @@ func (f *tlsFiles) clientConfig(host string) *tls.Config {
 
 // dialTLS dials addr and completes a TLS handshake verified by
 // clientConfig; it is the forwarder's DialTLSContext.
-func (f *tlsFiles) dialTLS(dialer *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func (f *TLSFiles) DialTLS(dialer *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
 			return nil, err
 		}
-		d := tls.Dialer{NetDialer: dialer, Config: f.clientConfig(host)}
+		d := tls.Dialer{NetDialer: dialer, Config: f.ClientConfig(host)}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, fmt.Errorf("TLS to the leader at %s: %w (check that its certificate names that host and is signed by ca_file, client_ca_file or RPD_CA_FILE)", addr, err)

@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -113,7 +114,7 @@ func (g *grants) putClaim(ctx context.Context, ceiling string, c *ledger.Claim, 
 	}
 	owner := ref.owner
 	if !tracked {
-		owner = principalOf(ctx).owner()
+		owner = security.PrincipalOf(ctx).Owner()
 	}
 	cj := claimJSON(ceiling, c)
 	cj.RequestID = requestID
@@ -205,19 +206,19 @@ type restoreReport struct {
 // cancel keep working and the bytes and VMs they hold keep counting. Records
 // of grants that lapsed, or of budgets and ceilings no longer configured, are
 // deleted; an unreadable record is logged and left for an operator.
-func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (restoreReport, error) {
+func (a *Arbiter) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (restoreReport, error) {
 	var rep restoreReport
-	if d.grants == nil {
+	if a.grants == nil {
 		return rep, nil
 	}
-	recs, err := d.grants.store.LoadGrants(ctx)
+	recs, err := a.grants.store.LoadGrants(ctx)
 	if err != nil {
 		return rep, err
 	}
-	now := d.opts.Clock.Now()
+	now := a.opts.Clock.Now()
 	for id, body := range recs {
 		if id == probeID {
-			_ = d.grants.store.DeleteGrant(ctx, id)
+			_ = a.grants.store.DeleteGrant(ctx, id)
 			continue
 		}
 		if strings.HasPrefix(id, launchRecordPrefix) {
@@ -225,7 +226,7 @@ func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (re
 		}
 		var rec grantRecord
 		if err := json.Unmarshal(body, &rec); err != nil || (rec.Permit == nil) == (rec.Claim == nil) {
-			d.log.Error("unreadable grant record: left in place, not restored", "record", id, "err", err)
+			a.log.Error("unreadable grant record: left in place, not restored", "record", id, "err", err)
 			rep.Unreadable++
 			continue
 		}
@@ -233,9 +234,9 @@ func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (re
 			// As for pool leases: its holder had nobody to heartbeat to.
 			rec.Permit.ExpiresAt = now.Add(ro.Grace)
 		}
-		outcome, err := d.restoreOne(now, rec, rec.Owner)
+		outcome, err := a.restoreOne(now, rec, rec.Owner)
 		if err != nil {
-			d.log.Warn("grant record not restored; deleting it", "record", id, "err", err)
+			a.log.Warn("grant record not restored; deleting it", "record", id, "err", err)
 		}
 		switch outcome {
 		case restoredPermit:
@@ -249,8 +250,8 @@ func (d *Daemon) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (re
 		case dropped:
 			rep.Dropped++
 		}
-		if err := d.grants.store.DeleteGrant(ctx, id); err != nil {
-			d.log.Warn("could not delete a lapsed grant record", "record", id, "err", err)
+		if err := a.grants.store.DeleteGrant(ctx, id); err != nil {
+			a.log.Warn("could not delete a lapsed grant record", "record", id, "err", err)
 		}
 	}
 	return rep, nil
@@ -265,12 +266,12 @@ const (
 	dropped // its component is gone, or it could not be restored
 )
 
-func (d *Daemon) restoreOne(now time.Time, rec grantRecord, owner string) (restoreOutcome, error) {
+func (a *Arbiter) restoreOne(now time.Time, rec grantRecord, owner string) (restoreOutcome, error) {
 	if l := rec.Permit; l != nil {
 		if !now.Before(l.ExpiresAt) {
 			return lapsed, nil
 		}
-		pool, ok := d.comp.budgets.live(l.Budget)
+		pool, ok := a.comp.budgets.live(l.Budget)
 		if !ok || !strings.HasPrefix(l.LeaseID, l.Budget+"~") {
 			return dropped, fmt.Errorf("permit %s: budget %q is not configured", l.LeaseID, l.Budget)
 		}
@@ -278,14 +279,14 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord, owner string) (resto
 		if err != nil {
 			return dropped, fmt.Errorf("permit %s: %w", l.LeaseID, err)
 		}
-		d.permits.restore(*l, owner, perm.Release)
+		a.permits.restore(*l, owner, perm.Release)
 		return restoredPermit, nil
 	}
 	c := rec.Claim
 	if c.ConfirmedAt.IsZero() && !now.Before(c.ExpiresAt) {
 		return lapsed, nil
 	}
-	l, ok := d.comp.ceilings.find(c.Ceiling, true)
+	l, ok := a.comp.ceilings.find(c.Ceiling, true)
 	if !ok {
 		return dropped, fmt.Errorf("claim %s: vm_ceiling %q is not configured", c.ClaimID, c.Ceiling)
 	}
@@ -297,7 +298,7 @@ func (d *Daemon) restoreOne(now time.Time, rec grantRecord, owner string) (resto
 		GrantedAt: c.GrantedAt, ExpiresAt: c.ExpiresAt, ConfirmedAt: c.ConfirmedAt})
 	switch {
 	case err == nil:
-		d.grants.track(claimRecordID(c.Ceiling, c.ClaimID), claimRef{ceiling: c.Ceiling, id: id, requestID: c.RequestID, owner: owner})
+		a.grants.track(claimRecordID(c.Ceiling, c.ClaimID), claimRef{ceiling: c.Ceiling, id: id, requestID: c.RequestID, owner: owner})
 		return restoredClaim, nil
 	case errors.Is(err, ledger.ErrClaimEnded):
 		return lapsed, nil

@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"cmp"
@@ -39,7 +39,7 @@ const fleetPassTimeout = 2 * time.Minute
 // fleetSet is the fleet classes of the configuration, kept by one
 // reconciler, and the EC2 client they (and usage "ec2" ceilings) share.
 type fleetSet struct {
-	d   *Daemon
+	a   *Arbiter
 	log *slog.Logger
 	rec *fleet.Reconciler
 
@@ -55,19 +55,18 @@ type fleetSet struct {
 
 var _ componentSet = (*fleetSet)(nil)
 
-func newFleetSet(d *Daemon, log *slog.Logger) *fleetSet {
-	s := &fleetSet{d: d, log: log, wake: make(chan struct{}, 1), entries: map[string]reconcile.FleetEntry{}}
+func newFleetSet(a *Arbiter, log *slog.Logger) *fleetSet {
+	s := &fleetSet{a: a, log: log, wake: make(chan struct{}, 1), entries: map[string]reconcile.FleetEntry{}}
 	s.offered = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "rpd_fleet_launch_to_offer_seconds", Help: "Time from a fleet VM's launch to its runner's offer (boot time as rpd sees it).",
 		Buckets: []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600},
 	}, []string{"class"})
 	s.rec = fleet.New(fleet.Options{
 		Cloud:   fleetCloud{s},
-		Intents: fleetIntents{d},
-		Lookup:  d.lookupInstances,
+		Intents: fleetIntents{a},
+		Lookup:  a.lookupInstances,
 		Epoch: func() int64 {
-			epoch, _ := d.elector.leading()
-			return epoch
+			return a.opts.Epoch()
 		},
 		OnOffered: func(class string, dur time.Duration) { s.offered.WithLabelValues(class).Observe(dur.Seconds()) },
 		Logger:    log.With("component", "fleet"),
@@ -84,8 +83,8 @@ func (s *fleetSet) client(ctx context.Context) (*ec2.Client, error) {
 	if s.cloud != nil {
 		return s.cloud, nil
 	}
-	b := s.d.base.Backend
-	c, err := ec2.Open(ctx, ec2.Options{Stack: s.d.stack, Region: b.Region, Profile: b.Profile, Logger: s.log.With("component", "ec2")})
+	o := s.a.opts
+	c, err := ec2.Open(ctx, ec2.Options{Stack: o.Stack, Region: o.Region, Profile: o.Profile, Logger: s.log.With("component", "ec2")})
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +146,8 @@ func (s *fleetSet) prepare(in *input) (commitFunc, error) {
 			errs = append(errs, in.errorf(addr, "%v", err))
 			continue
 		}
-		fc.Pool = fleetPool{d: s.d, class: name}
-		fc.Ceiling = fleetCeiling{d: s.d, name: e.VMCeiling, types: e.InstanceTypes.Slice()}
+		fc.Pool = fleetPool{a: s.a, class: name}
+		fc.Ceiling = fleetCeiling{a: s.a, name: e.VMCeiling, types: e.InstanceTypes.Slice()}
 		classes[name], entries[name] = fc, e
 	}
 	if len(classes) > 0 && len(errs) == 0 {
@@ -193,24 +192,24 @@ func (s *fleetSet) nudge() {
 	}
 }
 
-// fleetWake is called by pickups and offers: the picture changed.
-func (d *Daemon) fleetWake() {
-	if d.comp != nil && d.comp.fleet != nil {
-		d.comp.fleet.nudge()
+// FleetWake is called by pickups and offers: the picture changed.
+func (a *Arbiter) FleetWake() {
+	if a.comp != nil && a.comp.fleet != nil {
+		a.comp.fleet.nudge()
 	}
 }
 
 // fleetLoop runs the reconciler while this daemon leads the stack: each
 // class every interval, and every class when woken (at most once per
 // fleetMinGap). Standbys do nothing.
-func (d *Daemon) fleetLoop(ctx context.Context) {
-	s := d.comp.fleet
+func (a *Arbiter) fleetLoop(ctx context.Context) {
+	s := a.comp.fleet
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	var last time.Time
 	force := true
 	for {
-		if len(s.rec.Classes()) > 0 && d.serving.Load() && d.arbitrating() {
+		if len(s.rec.Classes()) > 0 && a.opts.Arbitrating() {
 			if gap := time.Since(last); !force || gap >= fleetMinGap {
 				pctx, cancel := context.WithTimeout(ctx, fleetPassTimeout)
 				err := s.rec.Pass(pctx, force)
@@ -220,7 +219,7 @@ func (d *Daemon) fleetLoop(ctx context.Context) {
 				s.ran = true
 				s.mu.Unlock()
 				if err != nil && ctx.Err() == nil {
-					d.log.Warn("fleet: reconcile pass", "err", err)
+					a.log.Warn("fleet: reconcile pass", "err", err)
 				}
 			}
 		}
@@ -262,7 +261,7 @@ func (s *fleetSet) statusByClass() map[string]*api.FleetStatus {
 	s.mu.Lock()
 	entries := maps.Clone(s.entries)
 	s.mu.Unlock()
-	leading := s.d.elector != nil && s.d.arbitrating()
+	leading := s.a.opts.Arbitrating()
 	out := map[string]*api.FleetStatus{}
 	for _, cs := range list {
 		e := entries[cs.Class]
@@ -276,7 +275,7 @@ func (s *fleetSet) statusByClass() map[string]*api.FleetStatus {
 		for r, n := range cs.Terminated {
 			st.Terminated[string(r)] = n
 		}
-		if mgr, ok := s.d.comp.classes.live(cs.Class); ok {
+		if mgr, ok := s.a.comp.classes.live(cs.Class); ok {
 			c := mgr.Counters()
 			if hits, misses := float64(c.Claimed), float64(c.ExhaustedGlobal+c.ExhaustedLocal); hits+misses > 0 {
 				ratio := hits / (hits + misses)

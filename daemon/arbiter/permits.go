@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -67,7 +68,7 @@ func (t *permitTable) add(ctx context.Context, l api.Lease, ttl time.Duration, r
 	l.TTLSeconds = ttl.Seconds()
 	l.GrantedAt = t.clock.Now().UTC()
 	l.ExpiresAt = l.GrantedAt.Add(ttl)
-	owner := principalOf(ctx).owner()
+	owner := security.PrincipalOf(ctx).Owner()
 	if err := t.grants.putPermit(ctx, l, owner); err != nil {
 		release()
 		return api.Lease{}, fmt.Errorf("budget %s: the permit was not granted: %w", l.Budget, err)
@@ -101,7 +102,7 @@ func (t *permitTable) get(id string) (api.Lease, string, bool) {
 // the caller to answer 404.
 func (t *permitTable) holderOnly(ctx context.Context, id string) error {
 	_, owner, _ := t.get(id)
-	return holderOnly(ctx, "permit "+id, owner)
+	return security.HolderOnly(ctx, "permit "+id, owner)
 }
 
 // restore re-inserts a permit recorded by an earlier daemon, under its ID,

@@ -1,7 +1,6 @@
-package daemon
+package arbiter
 
 import (
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -12,9 +11,6 @@ import (
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
-
-// This file answers "who holds what": GET /v1/leases lists every grant the
-// daemon counts.
 
 // grantFilter selects grants; an empty field matches everything.
 type grantFilter struct {
@@ -45,72 +41,6 @@ func leaseFilter(q url.Values) (grantFilter, error) {
 		f.kind, f.component = kind, name
 	}
 	return f, nil
-}
-
-func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
-	f, err := leaseFilter(r.URL.Query())
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	win, err := httpapi.PageBounds[api.Grant](r.URL.Query())
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	d.grantsMatching(f, &win)
-	_ = httpapi.WriteJSONConditional(w, r, api.GrantList{Leases: win.Out, Total: win.Total, NextOffset: win.Next()})
-}
-
-// grantsMatching adds the grants f selects to win: pool leases by pool,
-// then permits, then claims, each oldest first. Only those inside win are
-// converted to api.Grant (unless f filters by task ID, which needs them
-// all): a page of 100 of 10,000 holders costs the counting, not 10,000
-// answers.
-func (d *Daemon) grantsMatching(f grantFilter, win *httpapi.Window[api.Grant]) {
-	consider := func(kind, component string, build func() api.Grant) {
-		if (f.kind != "" && f.kind != kind) || (f.component != "" && f.component != component) {
-			return
-		}
-		if f.taskID == "" {
-			win.Add(build)
-			return
-		}
-		if g := build(); f.match(g) {
-			win.Add(func() api.Grant { return g })
-		}
-	}
-	if f.kind == "" || f.kind == api.KindPool {
-		names, byPool := d.comp.pools.holders(f.component)
-		for _, name := range names {
-			for _, h := range byPool[name] {
-				consider(api.KindPool, name, func() api.Grant { return poolGrant(name, h) })
-			}
-		}
-	}
-	if f.kind == "" || f.kind == api.KindPermit {
-		for _, l := range d.permits.list() {
-			consider(api.KindPermit, l.Budget, func() api.Grant {
-				g := permitGrant(l)
-				_, g.Principal, _ = d.permits.get(l.LeaseID)
-				return g
-			})
-		}
-	}
-	if f.kind == "" || f.kind == api.KindClaim {
-		for _, ce := range d.comp.ceilings.snapshot() {
-			if f.component != "" && ce.name != f.component {
-				continue
-			}
-			for _, c := range ce.ledger.Claims() {
-				consider(api.KindClaim, ce.name, func() api.Grant {
-					g := claimGrant(ce.name, c)
-					g.Principal = d.grants.claimOwner(ce.name, c.ID)
-					return g
-				})
-			}
-		}
-	}
 }
 
 // timePtr returns nil for the zero time: "does not apply" in the API.
@@ -248,4 +178,66 @@ func fifoQueue(queued int) []api.QueuedPriority {
 		return []api.QueuedPriority{}
 	}
 	return []api.QueuedPriority{{Priority: 0, Requests: queued}}
+}
+
+// grantsMatching adds the grants f selects to win: pool leases by pool,
+// then permits, then claims, each oldest first. Only those inside win are
+// converted to api.Grant (unless f filters by task ID, which needs them
+// all): a page of 100 of 10,000 holders costs the counting, not 10,000
+// answers.
+func (a *Arbiter) grantsMatching(f grantFilter, win *httpapi.Window[api.Grant]) {
+	consider := func(kind, component string, build func() api.Grant) {
+		if (f.kind != "" && f.kind != kind) || (f.component != "" && f.component != component) {
+			return
+		}
+		if f.taskID == "" {
+			win.Add(build)
+			return
+		}
+		if g := build(); f.match(g) {
+			win.Add(func() api.Grant { return g })
+		}
+	}
+	if f.kind == "" || f.kind == api.KindPool {
+		names, byPool := a.comp.pools.holders(f.component)
+		for _, name := range names {
+			for _, h := range byPool[name] {
+				consider(api.KindPool, name, func() api.Grant { return poolGrant(name, h) })
+			}
+		}
+	}
+	if f.kind == "" || f.kind == api.KindPermit {
+		for _, l := range a.permits.list() {
+			consider(api.KindPermit, l.Budget, func() api.Grant {
+				g := permitGrant(l)
+				_, g.Principal, _ = a.permits.get(l.LeaseID)
+				return g
+			})
+		}
+	}
+	if f.kind == "" || f.kind == api.KindClaim {
+		for _, ce := range a.comp.ceilings.snapshot() {
+			if f.component != "" && ce.name != f.component {
+				continue
+			}
+			for _, c := range ce.ledger.Claims() {
+				consider(api.KindClaim, ce.name, func() api.Grant {
+					g := claimGrant(ce.name, c)
+					g.Principal = a.grants.claimOwner(ce.name, c.ID)
+					return g
+				})
+			}
+		}
+	}
+}
+
+// Grants adds the grants the query q selects (?kind=, ?pool=, ?budget=,
+// ?ceiling=, ?task_id=) to win.
+func (a *Arbiter) Grants(q url.Values, win *httpapi.Window[api.Grant]) error {
+	f, err := leaseFilter(q)
+	if err != nil {
+		return err
+	}
+	a.grantsMatching(f, win)
+	return nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -27,14 +27,14 @@ func maintainEvery(claimTTL time.Duration) time.Duration {
 // daemon may have left idle runners without a message, or claims nobody
 // will confirm) and then on its interval, until ctx is done; then it gives
 // the misfits every manager holds back to their queues.
-func (d *Daemon) maintainLoop(ctx context.Context) {
+func (a *Arbiter) maintainLoop(ctx context.Context) {
 	next := map[*pickup.Manager]time.Time{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		now := time.Now()
 		live := map[*pickup.Manager]bool{}
-		for _, cl := range d.comp.classes.declared() {
+		for _, cl := range a.comp.classes.declared() {
 			live[cl.mgr] = true
 			if due, ok := next[cl.mgr]; ok && now.Before(due) {
 				continue
@@ -44,10 +44,10 @@ func (d *Daemon) maintainLoop(ctx context.Context) {
 			rep, err := cl.mgr.Maintain(pctx)
 			cancel()
 			if err != nil && ctx.Err() == nil {
-				d.log.Warn("pickup maintenance pass failed; the next pass retries", "runner_class", cl.name, "err", err)
+				a.log.Warn("pickup maintenance pass failed; the next pass retries", "runner_class", cl.name, "err", err)
 			}
 			if rep.Lapsed+rep.Reoffered > 0 {
-				d.log.Info("pickup maintenance pass", "runner_class", cl.name, "lapsed", rep.Lapsed, "reoffered", rep.Reoffered, "scanned", rep.Scanned)
+				a.log.Info("pickup maintenance pass", "runner_class", cl.name, "lapsed", rep.Lapsed, "reoffered", rep.Reoffered, "scanned", rep.Scanned)
 			}
 		}
 		for m := range next { // forget replaced and dropped classes
@@ -57,7 +57,7 @@ func (d *Daemon) maintainLoop(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
-			for _, cl := range d.comp.classes.snapshot() {
+			for _, cl := range a.comp.classes.snapshot() {
 				gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				cl.mgr.GiveBack(gctx)
 				cancel()

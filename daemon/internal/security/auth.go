@@ -1,4 +1,4 @@
-package daemon
+package security
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -19,46 +20,42 @@ import (
 	"github.com/rpdhq/rpd/spec"
 )
 
-// This file decides who a request comes from (its principal) and what it
-// may do (scopes). The one table of what each route needs is routeScopes;
-// TestRouteScopes walks it against every route and every scope.
-
 // scope is a set of spec.Scope* bits.
-type scope uint8
+type Scope uint8
 
 const (
-	scopeRead scope = 1 << iota
-	scopeWork
-	scopeAdmin
+	ScopeRead Scope = 1 << iota
+	ScopeWork
+	ScopeAdmin
 	// scopePublic marks routes that need no principal (probes and the
 	// status page's HTML and assets, which carry no data).
-	scopePublic
+	ScopePublic
 	// scopeAny is any principal at all: a route nobody declared (it
 	// answers 404 or 405, which says nothing to an anonymous caller).
-	scopeAny = scopeRead | scopeWork | scopeAdmin
+	ScopeAny = ScopeRead | ScopeWork | ScopeAdmin
 )
 
-func parseScopes(names []string) scope {
-	var s scope
+func ParseScopes(names []string) Scope {
+	var s Scope
 	for _, n := range names {
 		switch n {
 		case spec.ScopeRead:
-			s |= scopeRead
+			s |= ScopeRead
 		case spec.ScopeWork:
-			s |= scopeWork
+			s |= ScopeWork
 		case spec.ScopeAdmin:
-			s |= scopeAdmin
+			s |= ScopeAdmin
 		}
 	}
 	return s
 }
 
-func (s scope) String() string {
+func (s Scope) String() string {
 	var out []string
 	for _, b := range []struct {
-		s    scope
+		s    Scope
 		name string
-	}{{scopeRead, spec.ScopeRead}, {scopeWork, spec.ScopeWork}, {scopeAdmin, spec.ScopeAdmin}} {
+	}{{ScopeRead, spec.ScopeRead}, {ScopeWork, spec.ScopeWork}, {ScopeAdmin, spec.ScopeAdmin}} {
 		if s&b.s != 0 {
 			out = append(out, b.name)
 		}
@@ -69,61 +66,61 @@ func (s scope) String() string {
 // routeScopes is the scope each route (its ServeMux pattern) needs; admin
 // may do everything. A route missing here needs admin: TestRouteScopes
 // fails first.
-var routeScopes = map[string]scope{
-	"GET /healthz":     scopePublic,
-	"GET /readyz":      scopePublic,
-	"GET /metrics":     scopeRead,
-	"GET /v1/status":   scopeRead,
-	"POST /v1/reload":  scopeAdmin,
-	"/":                scopeAny, // 404 and 405 answers
-	"GET /v1/pools":    scopeRead,
-	"GET /v1/leases":   scopeRead,
-	"GET /v1/budgets":  scopeRead,
-	"GET /v1/ceilings": scopeRead,
-	"GET /v1/classes":  scopeRead,
+var RouteScopes = map[string]Scope{
+	"GET /healthz":     ScopePublic,
+	"GET /readyz":      ScopePublic,
+	"GET /metrics":     ScopeRead,
+	"GET /v1/status":   ScopeRead,
+	"POST /v1/reload":  ScopeAdmin,
+	"/":                ScopeAny,
+	"GET /v1/pools":    ScopeRead,
+	"GET /v1/leases":   ScopeRead,
+	"GET /v1/budgets":  ScopeRead,
+	"GET /v1/ceilings": ScopeRead,
+	"GET /v1/classes":  ScopeRead,
 
-	"GET /v1/pools/{name}":                         scopeRead,
-	"POST /v1/pools/{name}/acquire":                scopeWork,
-	"POST /v1/leases/{id}/heartbeat":               scopeWork, // the holder's own (holderOnly)
-	"DELETE /v1/leases/{id}":                       scopeWork, // the holder's own (holderOnly)
-	"GET /v1/budgets/{name}":                       scopeRead,
-	"POST /v1/budgets/{name}/permits":              scopeWork,
-	"DELETE /v1/budgets/{name}/permits/{id}":       scopeWork, // the holder's own
-	"GET /v1/ceilings/{name}":                      scopeRead,
-	"POST /v1/ceilings/{name}/claims":              scopeWork,
-	"POST /v1/ceilings/{name}/claims/{id}/confirm": scopeWork, // the holder's own
-	"DELETE /v1/ceilings/{name}/claims/{id}":       scopeWork, // the holder's own
-	"PUT /v1/ceilings/{name}/usage":                scopeAdmin,
-	"GET /v1/classes/{class}":                      scopeRead,
-	"POST /v1/classes/{class}/pickup":              scopeWork,
-	"GET /v1/classes/{class}/instances":            scopeRead,
-	"POST /v1/classes/{class}/instances":           scopeWork,
-	"GET /v1/instances/{id}":                       scopeRead,
-	"POST /v1/instances/{id}/release":              scopeWork,
-	"POST /v1/instances/{id}/confirm":              scopeWork,
+	"GET /v1/pools/{name}":                         ScopeRead,
+	"POST /v1/pools/{name}/acquire":                ScopeWork,
+	"POST /v1/leases/{id}/heartbeat":               ScopeWork,
+	"DELETE /v1/leases/{id}":                       ScopeWork,
+	"GET /v1/budgets/{name}":                       ScopeRead,
+	"POST /v1/budgets/{name}/permits":              ScopeWork,
+	"DELETE /v1/budgets/{name}/permits/{id}":       ScopeWork,
+	"GET /v1/ceilings/{name}":                      ScopeRead,
+	"POST /v1/ceilings/{name}/claims":              ScopeWork,
+	"POST /v1/ceilings/{name}/claims/{id}/confirm": ScopeWork,
+	"DELETE /v1/ceilings/{name}/claims/{id}":       ScopeWork,
+	"PUT /v1/ceilings/{name}/usage":                ScopeAdmin,
+	"GET /v1/classes/{class}":                      ScopeRead,
+	"POST /v1/classes/{class}/pickup":              ScopeWork,
+	"GET /v1/classes/{class}/instances":            ScopeRead,
+	"POST /v1/classes/{class}/instances":           ScopeWork,
+	"GET /v1/instances/{id}":                       ScopeRead,
+	"POST /v1/instances/{id}/release":              ScopeWork,
+	"POST /v1/instances/{id}/confirm":              ScopeWork,
 }
 
 // scopeOf is the scope the route of pattern needs: routeScopes', public
 // for the status page's HTML and assets (its script sends the token),
 // admin for anything else.
-func scopeOf(pattern string) scope {
-	if s, ok := routeScopes[pattern]; ok {
+func ScopeOf(pattern string) Scope {
+	if s, ok := RouteScopes[pattern]; ok {
 		return s
 	}
 	if m, p, _ := strings.Cut(pattern, " "); m == http.MethodGet && (p == "/{$}" || strings.HasPrefix(p, statuspage.Prefix)) {
-		return scopePublic
+		return ScopePublic
 	}
-	return scopeAdmin
+	return ScopeAdmin
 }
 
 // principal is who a request comes from: a named token, RPD_TOKEN, a
 // client certificate, or everyone when no credential is configured.
-type principal struct {
+type Principal struct {
 	// name is what the audit log and the grants record: a token's name,
 	// "env.RPD_TOKEN", "rpd.token", or "cert:" and a certificate's subject.
 	// "" is the anonymous principal of a daemon without credentials.
 	name   string
-	scopes scope
+	scopes Scope
 	// components, when not nil, limit work to these names.
 	components []string
 	// limit, when not nil, is the token's rate_limit.
@@ -160,40 +157,40 @@ func (l *rateLimiter) allow(now time.Time) bool {
 	return true
 }
 
-func (p *principal) may(s scope) bool { return p.scopes&scopeAdmin != 0 || p.scopes&s == s }
+func (p *Principal) May(s Scope) bool { return p.scopes&ScopeAdmin != 0 || p.scopes&s == s }
 
-// owner is what a grant taken by p records as its holder.
-func (p *principal) owner() string { return p.name }
+// Owner is what a grant taken by p records as its holder.
+func (p *Principal) Owner() string { return p.name }
 
 // anonymous is everyone, on a daemon that configures no credential.
-var anonymous = &principal{scopes: scopeAny}
+var Anonymous = &Principal{scopes: ScopeAny}
 
 // fleetPrincipal owns the VM-ceiling claims the daemon takes for the
 // runners it launches (fleet_adapters.go): a work principal may not end
 // them through the API, an admin may.
-var fleetPrincipal = &principal{name: "rpd.fleet", scopes: scopeAdmin}
+var FleetPrincipal = &Principal{name: "rpd.fleet", scopes: ScopeAdmin}
 
 // withPrincipal returns ctx carrying p, for grants the daemon takes itself.
-func withPrincipal(ctx context.Context, p *principal) context.Context {
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
 // namedToken is a token compared by the SHA-256 of its secret.
 type namedToken struct {
 	sum [sha256.Size]byte
-	p   *principal
+	p   *Principal
 }
 
 // credentials are the secrets the daemon accepts, built from the
 // configuration (and RPD_TOKEN) on every reload and swapped whole.
-type credentials struct {
+type Credentials struct {
 	tokens []namedToken
 	// open: no credential at all (a loopback daemon without tokens):
 	// every request is the anonymous admin.
 	open bool
 	// certScopes are the scopes of a verified client certificate; 0 when
 	// the daemon verifies none.
-	certScopes scope
+	certScopes Scope
 }
 
 // minSecretBytes is the shortest shared secret a daemon reachable from
@@ -204,10 +201,10 @@ const minSecretBytes = 16
 // as one more admin token, reading token files now. On a listen address
 // reachable from other hosts it refuses a configuration without any
 // credential, and every secret it can see shorter than minSecretBytes.
-func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, error) {
-	c := &credentials{}
-	exposed := !isLoopback(listen)
-	add := func(name, secret string, scopes scope, components []string, limit *rateLimiter) error {
+func NewCredentials(cfg *spec.Config, envToken, listen string) (*Credentials, error) {
+	c := &Credentials{}
+	exposed := !IsLoopback(listen)
+	add := func(name, secret string, scopes Scope, components []string, limit *rateLimiter) error {
 		if exposed && len(secret) < minSecretBytes {
 			what := fmt.Sprintf("token %q", name)
 			switch name {
@@ -218,21 +215,21 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 			}
 			return fmt.Errorf("refusing to listen on %s with the %d-byte secret of %s: a shared secret must be at least %d bytes on an address other hosts reach; make one with `openssl rand -hex 32`", listen, len(secret), what, minSecretBytes)
 		}
-		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &principal{name: name, scopes: scopes, components: components, limit: limit}})
+		c.tokens = append(c.tokens, namedToken{sum: sha256.Sum256([]byte(secret)), p: &Principal{name: name, scopes: scopes, components: components, limit: limit}})
 		return nil
 	}
 	if envToken != "" {
-		if err := add("env.RPD_TOKEN", envToken, scopeAdmin, nil, nil); err != nil {
+		if err := add("env.RPD_TOKEN", envToken, ScopeAdmin, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	if cfg.Token != "" {
-		if err := add("rpd.token", cfg.Token, scopeAdmin, nil, nil); err != nil {
+		if err := add("rpd.token", cfg.Token, ScopeAdmin, nil, nil); err != nil {
 			return nil, err
 		}
 	}
 	for _, t := range cfg.Tokens {
-		s, comps := parseScopes(t.Scopes), slices.Clone(t.Components)
+		s, comps := ParseScopes(t.Scopes), slices.Clone(t.Components)
 		var limit *rateLimiter
 		if t.RateLimit > 0 {
 			limit = newRateLimiter(t.RateLimit)
@@ -242,7 +239,7 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 			if n, err := hex.Decode(sum[:], []byte(t.SHA256)); err != nil || n != len(sum) {
 				return nil, fmt.Errorf("token %q: sha256 %q is not 64 hexadecimal digits", t.Name, t.SHA256)
 			}
-			c.tokens = append(c.tokens, namedToken{sum: sum, p: &principal{name: t.Name, scopes: s, components: comps, limit: limit}})
+			c.tokens = append(c.tokens, namedToken{sum: sum, p: &Principal{name: t.Name, scopes: s, components: comps, limit: limit}})
 			continue
 		}
 		b, err := os.ReadFile(t.File)
@@ -258,7 +255,7 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 		}
 	}
 	if cfg.TLS != nil && cfg.TLS.ClientCAFile != "" {
-		c.certScopes = parseScopes(cfg.TLS.ClientScopes)
+		c.certScopes = ParseScopes(cfg.TLS.ClientScopes)
 	}
 	c.open = len(c.tokens) == 0 && c.certScopes == 0
 	if c.open && exposed {
@@ -270,13 +267,13 @@ func newCredentials(cfg *spec.Config, envToken, listen string) (*credentials, er
 // bearer finds the principal of an Authorization header: the SHA-256 of
 // the presented secret is compared, in constant time, with every token's
 // (all of them, so the time taken does not say which one matched).
-func (c *credentials) bearer(header string) *principal {
+func (c *Credentials) bearer(header string) *Principal {
 	scheme, got, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return nil
 	}
 	sum := sha256.Sum256([]byte(strings.TrimLeft(got, " ")))
-	var found *principal
+	var found *Principal
 	for i := range c.tokens {
 		if subtle.ConstantTimeCompare(sum[:], c.tokens[i].sum[:]) == 1 {
 			found = c.tokens[i].p
@@ -289,74 +286,28 @@ type principalKey struct{}
 
 // principalOf returns the principal the middleware found for r (anonymous
 // when it set none: handlers called directly by tests).
-func principalOf(ctx context.Context) *principal {
-	if p, ok := ctx.Value(principalKey{}).(*principal); ok {
+func PrincipalOf(ctx context.Context) *Principal {
+	if p, ok := ctx.Value(principalKey{}).(*Principal); ok {
 		return p
 	}
-	return anonymous
+	return Anonymous
 }
 
-// principalHeader carries, from a standby to its leader, the principal of
+// ForwardedHeader marks a request a standby forwarded to its leader,
+// naming the standby; a forwarded request is never forwarded again.
+const ForwardedHeader = "X-Rpd-Forwarded-By"
+
+// PrincipalHeader carries, from a standby to its leader, the principal of
 // a request that authenticated with a client certificate (a bearer token
 // goes on as it came). The leader believes it only over a connection whose
 // verified certificate is a replica's (tlsFiles.isReplica).
-const principalHeader = "X-Rpd-Principal"
+const PrincipalHeader = "X-Rpd-Principal"
 
 // certPrefix starts the name of a client certificate's principal.
-const certPrefix = "cert:"
-
-// authenticate finds r's principal, or nil when it presents no valid
-// credential.
-func (d *Daemon) authenticate(r *http.Request, c *credentials) *principal {
-	if c.open {
-		return anonymous
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		return c.bearer(h)
-	}
-	if c.certScopes == 0 || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
-		return nil
-	}
-	leaf := r.TLS.VerifiedChains[0][0]
-	if name := r.Header.Get(principalHeader); name != "" && r.Header.Get(forwardedHeader) != "" && d.tls != nil && d.tls.isReplica(leaf) {
-		return &principal{name: name, scopes: c.certScopes}
-	}
-	return &principal{name: certPrefix + leaf.Subject.String(), scopes: c.certScopes}
-}
-
-// authorize answers 401 or 403 for a request p may not make (and returns
-// false), given the scope its route needs.
-func (d *Daemon) authorize(w http.ResponseWriter, r *http.Request, p *principal, need scope) bool {
-	if need == scopePublic {
-		return true
-	}
-	if p == nil {
-		d.metrics.unauthorized.Inc()
-		w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
-		httpapi.WriteError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong credentials: send \"Authorization: Bearer <token>\" with a token the daemon knows (a token block, or RPD_TOKEN), or a client certificate its client_ca_file signed")
-		return false
-	}
-	if need == scopeAny || p.may(need) {
-		if comp := componentOf(r.URL.Path); need == scopeWork && comp != "" && p.components != nil && !slices.Contains(p.components, comp) {
-			d.sec.forbidden.Inc()
-			httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
-			return false
-		}
-		if p.limit != nil && !p.limit.allow(time.Now()) {
-			d.sec.rateLimited.Inc()
-			w.Header().Set("Retry-After", "1")
-			httpapi.WriteError(w, http.StatusTooManyRequests, api.CodeRateLimited, fmt.Sprintf("principal %s is over its rate_limit of %v requests per second; slow down and retry", p.name, p.limit.rate))
-			return false
-		}
-		return true
-	}
-	d.sec.forbidden.Inc()
-	httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", displayName(p), p.scopes, r.Method, r.URL.Path, need))
-	return false
-}
+const CertPrefix = "cert:"
 
 // displayName names p in messages and the audit log.
-func displayName(p *principal) string {
+func DisplayName(p *Principal) string {
 	if p.name == "" {
 		return "anonymous"
 	}
@@ -365,7 +316,7 @@ func displayName(p *principal) string {
 
 // componentOf is the pool, budget, VM ceiling or runner class a path
 // names, "" for none.
-func componentOf(path string) string {
+func ComponentOf(path string) string {
 	rest, ok := strings.CutPrefix(path, "/v1/")
 	if !ok {
 		return ""
@@ -383,9 +334,9 @@ func componentOf(path string) string {
 // cancel a grant taken by another principal: only the grant's owner or an
 // admin may. A grant without an owner (taken while no credential was
 // configured, or recorded before owners were) is anyone's with work.
-func holderOnly(ctx context.Context, what, owner string) error {
-	p := principalOf(ctx)
-	if owner == "" || p.name == owner || p.scopes&scopeAdmin != 0 {
+func HolderOnly(ctx context.Context, what, owner string) error {
+	p := PrincipalOf(ctx)
+	if owner == "" || p.name == owner || p.scopes&ScopeAdmin != 0 {
 		return nil
 	}
 	return &httpapi.Error{Status: http.StatusForbidden, Code: api.CodeForbidden,
@@ -394,9 +345,73 @@ func holderOnly(ctx context.Context, what, owner string) error {
 
 // setForwardedPrincipal sets principalHeader on a forwarded request whose
 // principal is a client certificate's, and removes one a client sent.
-func setForwardedPrincipal(in, out *http.Request) {
-	out.Header.Del(principalHeader)
-	if p := principalOf(in.Context()); strings.HasPrefix(p.name, certPrefix) && in.Header.Get("Authorization") == "" {
-		out.Header.Set(principalHeader, p.name)
+func SetForwardedPrincipal(in, out *http.Request) {
+	out.Header.Del(PrincipalHeader)
+	if p := PrincipalOf(in.Context()); strings.HasPrefix(p.name, CertPrefix) && in.Header.Get("Authorization") == "" {
+		out.Header.Set(PrincipalHeader, p.name)
 	}
+}
+
+// isLoopback reports whether addr (host:port) only accepts connections
+// from this host.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Authenticate finds r's principal, or nil when it presents no valid
+// credential.
+func Authenticate(r *http.Request, c *Credentials, replicas *TLSFiles) *Principal {
+	if c.open {
+		return Anonymous
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		return c.bearer(h)
+	}
+	if c.certScopes == 0 || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return nil
+	}
+	leaf := r.TLS.VerifiedChains[0][0]
+	if name := r.Header.Get(PrincipalHeader); name != "" && r.Header.Get(ForwardedHeader) != "" && replicas != nil && replicas.IsReplica(leaf) {
+		return &Principal{name: name, scopes: c.certScopes}
+	}
+	return &Principal{name: CertPrefix + leaf.Subject.String(), scopes: c.certScopes}
+}
+
+// Authorize answers 401 or 403 for a request p may not make (and returns
+// false), given the scope its route needs.
+func Authorize(w http.ResponseWriter, r *http.Request, p *Principal, need Scope, m *Metrics) bool {
+	if need == ScopePublic {
+		return true
+	}
+	if p == nil {
+		m.unauthorized.Inc()
+		w.Header().Set("WWW-Authenticate", `Bearer realm="rpd"`)
+		httpapi.WriteError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong credentials: send \"Authorization: Bearer <token>\" with a token the daemon knows (a token block, or RPD_TOKEN), or a client certificate its client_ca_file signed")
+		return false
+	}
+	if need == ScopeAny || p.May(need) {
+		if comp := ComponentOf(r.URL.Path); need == ScopeWork && comp != "" && p.components != nil && !slices.Contains(p.components, comp) {
+			m.forbidden.Inc()
+			httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s may only use %s, not %s", p.name, strings.Join(p.components, ", "), comp))
+			return false
+		}
+		if p.limit != nil && !p.limit.allow(time.Now()) {
+			m.rateLimited.Inc()
+			w.Header().Set("Retry-After", "1")
+			httpapi.WriteError(w, http.StatusTooManyRequests, api.CodeRateLimited, fmt.Sprintf("principal %s is over its rate_limit of %v requests per second; slow down and retry", p.name, p.limit.rate))
+			return false
+		}
+		return true
+	}
+	m.forbidden.Inc()
+	httpapi.WriteError(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("principal %s has scope %s; %s %s needs %s", DisplayName(p), p.scopes, r.Method, r.URL.Path, need))
+	return false
 }

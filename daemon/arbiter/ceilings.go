@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/spec"
@@ -311,29 +311,6 @@ func (s *ceilingSet) collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (d *Daemon) listCeilings(w http.ResponseWriter, r *http.Request) {
-	_ = httpapi.WriteJSON(w, http.StatusOK, api.CeilingList{Ceilings: d.comp.ceilings.list()})
-}
-
-// liveCeiling returns the named ceiling's ledger (see ceilingSet.find).
-func (d *Daemon) liveCeiling(name string, forNew bool) (*ledger.Ledger, error) {
-	l, ok := d.comp.ceilings.find(name, forNew)
-	if !ok {
-		return nil, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
-	}
-	return l, nil
-}
-
-func (d *Daemon) getCeiling(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	st, ok := d.comp.ceilings.get(name)
-	if !ok {
-		d.fail(w, r, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name))
-		return
-	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, st)
-}
-
 func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
 	confirmedAt := c.ConfirmedAt()
 	return api.Claim{
@@ -342,170 +319,159 @@ func claimJSON(ceilingName string, c *ledger.Claim) api.Claim {
 	}
 }
 
-func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	var req api.ClaimRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
+// liveCeiling returns the named ceiling's ledger (see ceilingSet.find).
+func (a *Arbiter) liveCeiling(name string, forNew bool) (*ledger.Ledger, error) {
+	l, ok := a.comp.ceilings.find(name, forNew)
+	if !ok {
+		return nil, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
 	}
+	return l, nil
+}
+
+// Ceilings reports every VM ceiling.
+func (a *Arbiter) Ceilings() []api.CeilingStatus { return a.comp.ceilings.list() }
+
+// Ceiling reports one VM ceiling with its claims.
+func (a *Arbiter) Ceiling(name string) (api.CeilingDetail, error) {
+	st, ok := a.comp.ceilings.get(name)
+	if !ok {
+		return api.CeilingDetail{}, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
+	}
+	return st, nil
+}
+
+// RequestClaim grants a claim on VM ceiling name to ctx's principal (the
+// claim kind of the grant pipeline); the returned cancel gives it back
+// when its answer cannot be delivered.
+func (a *Arbiter) RequestClaim(ctx context.Context, name string, req api.ClaimRequest) (api.Claim, func(), error) {
 	wait, err := httpapi.WaitDuration(req.WaitSeconds)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return api.Claim{}, nil, err
 	}
 	switch {
 	case req.WorkerID == "":
-		d.fail(w, r, httpapi.BadRequest("worker_id is required: it names the worker the VM is for"))
-		return
+		return api.Claim{}, nil, httpapi.BadRequest("worker_id is required: it names the worker the VM is for")
 	case req.Count < 0:
-		d.fail(w, r, httpapi.BadRequest("count %d must be at least 1 (0 or absent means 1)", req.Count))
-		return
+		return api.Claim{}, nil, httpapi.BadRequest("count %d must be at least 1 (0 or absent means 1)", req.Count)
 	}
-	l, err := d.liveCeiling(name, true)
+	l, err := a.liveCeiling(name, true)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return api.Claim{}, nil, err
 	}
-	if rid := req.RequestID; rid != "" {
-		if err := httpapi.CheckRequestID(rid); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		unlock, err := d.requests.lock(r.Context(), "claim/"+name+"/"+rid)
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		defer unlock()
-		if id, ok := d.grants.claimFor(name, rid); ok {
-			if err := holderOnly(r.Context(), "claim "+id.String(), d.grants.claimOwner(name, id)); err != nil {
-				d.fail(w, r, err)
-				return
-			}
-			if c, ok := l.Lookup(id); ok {
-				cj := claimJSON(name, c)
-				cj.RequestID = rid
-				_ = httpapi.WriteJSON(w, http.StatusOK, cj)
-				return
-			}
-		}
+	latch, err := latchKey("claim", name, req.RequestID)
+	if err != nil {
+		return api.Claim{}, nil, err
 	}
 	lr := ledger.Request{WorkerID: req.WorkerID, Count: max(req.Count, 1)}
-	var c *ledger.Claim
-	if wait == 0 {
-		c, err = l.TryRequest(lr)
-	} else {
-		ctx, cancelWait := context.WithTimeout(r.Context(), wait)
-		defer cancelWait()
-		c, err = l.Request(ctx, lr)
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			err = httpapi.WaitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
-		case err != nil && d.stopping.Load() && errors.Is(err, context.Canceled):
-			err = httpapi.ErrShuttingDown
-		}
-	}
+	c, err := grant(ctx, a, grantKind[*ledger.Claim]{
+		latch: latch,
+		existing: func() (*ledger.Claim, string, string, bool) {
+			id, ok := a.grants.claimFor(name, req.RequestID)
+			if !ok {
+				return nil, "", "", false
+			}
+			c, ok := l.Lookup(id)
+			return c, a.grants.claimOwner(name, id), "claim " + id.String(), ok
+		},
+		wait: wait,
+		take: func(ctx context.Context) (*ledger.Claim, error) {
+			if wait == 0 {
+				return l.TryRequest(lr)
+			}
+			return l.Request(ctx, lr)
+		},
+		fail: func(err error) error {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return httpapi.WaitTimedOut(fmt.Sprintf("vm_ceiling %s: worker %q's request for %d VM(s)", name, lr.WorkerID, lr.Count), wait)
+			}
+			return err
+		},
+		record: func(ctx context.Context, c *ledger.Claim) (*ledger.Claim, error) {
+			if err := a.grants.putClaim(ctx, name, c, req.RequestID); err != nil {
+				return nil, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err)
+			}
+			return c, nil
+		},
+		giveBack: func(c *ledger.Claim) { c.Cancel() }, // a claim a restart would forget could over-book
+	})
 	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if err := d.grants.putClaim(r.Context(), name, c, req.RequestID); err != nil {
-		c.Cancel() // a claim a restart would forget could over-book
-		d.fail(w, r, fmt.Errorf("vm_ceiling %s: the claim was not granted: %w", name, err))
-		return
+		return api.Claim{}, nil, err
 	}
 	cj := claimJSON(name, c)
 	cj.RequestID = req.RequestID
-	if err := httpapi.WriteJSON(w, http.StatusOK, cj); err != nil {
+	return cj, func() {
 		c.Cancel()
-		d.grants.deleteClaim(name, c.ID())
-	}
+		a.grants.deleteClaim(name, c.ID())
+	}, nil
 }
 
-// claim finds a claim by the {name} and {id} of the path.
-func (d *Daemon) claim(r *http.Request) (string, *ledger.Claim, error) {
-	name, id := r.PathValue("name"), r.PathValue("id")
-	l, err := d.liveCeiling(name, false)
+// claim finds claim id of ceiling name for ctx's principal.
+func (a *Arbiter) claim(ctx context.Context, name, id string) (*ledger.Claim, error) {
+	l, err := a.liveCeiling(name, false)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	cid, err := ledger.ParseClaimID(id)
 	if err != nil {
-		return "", nil, httpapi.NotFound("no claim %q in vm_ceiling %q: not a claim ID", id, name)
+		return nil, httpapi.NotFound("no claim %q in vm_ceiling %q: not a claim ID", id, name)
 	}
 	c, ok := l.Lookup(cid)
 	if !ok {
-		return "", nil, httpapi.NotFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
+		return nil, httpapi.NotFound("no claim %s in vm_ceiling %q: it was cancelled, expired or retired", id, name)
 	}
-	if err := holderOnly(r.Context(), "claim "+id, d.grants.claimOwner(name, cid)); err != nil {
-		return "", nil, err
+	if err := security.HolderOnly(ctx, "claim "+id, a.grants.claimOwner(name, cid)); err != nil {
+		return nil, err
 	}
-	return name, c, nil
+	return c, nil
 }
 
-func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
-	if err := httpapi.Decode(w, r, &struct{}{}); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	name, c, err := d.claim(r)
+// ConfirmClaim confirms claim id of ceiling name: its VM is running.
+func (a *Arbiter) ConfirmClaim(ctx context.Context, name, id string) (api.Claim, error) {
+	c, err := a.claim(ctx, name, id)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return api.Claim{}, err
 	}
 	if err := c.Confirm(); err != nil {
-		d.fail(w, r, err)
-		return
+		return api.Claim{}, err
 	}
-	if err := d.grants.putClaim(r.Context(), name, c, ""); err != nil {
+	if err := a.grants.putClaim(ctx, name, c, ""); err != nil {
 		// Confirmed here, not in the record; confirming again is harmless
 		// and records it.
-		d.fail(w, r, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err))
-		return
+		return api.Claim{}, fmt.Errorf("vm_ceiling %s: claim %s is confirmed, but the confirmation was not recorded; confirm again: %w", name, c.ID(), err)
 	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, claimJSON(name, c))
+	return claimJSON(name, c), nil
 }
 
-func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
-	name, c, err := d.claim(r)
+// CancelClaim ends claim id of ceiling name.
+func (a *Arbiter) CancelClaim(ctx context.Context, name, id string) error {
+	c, err := a.claim(ctx, name, id)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return err
 	}
 	c.Cancel()
-	if !d.comp.ceilings.claimLive(name, c.ID()) {
+	if !a.comp.ceilings.claimLive(name, c.ID()) {
 		// A confirmed claim counts on until the next figure; sweepClaims
 		// deletes its record then.
-		d.grants.deleteClaim(name, c.ID())
+		a.grants.deleteClaim(name, c.ID())
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
-func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
-	var req api.UsageRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
+// PutUsage records the provider's figure of active VMs for ceiling name.
+func (a *Arbiter) PutUsage(name string, req api.UsageRequest) (api.CeilingStatus, error) {
 	if req.Active == nil || *req.Active < 0 {
-		d.fail(w, r, httpapi.BadRequest("active must be given and at least 0: the number of VMs the provider reports running"))
-		return
+		return api.CeilingStatus{}, httpapi.BadRequest("active must be given and at least 0: the number of VMs the provider reports running")
 	}
-	name := r.PathValue("name")
-	l, err := d.liveCeiling(name, false)
+	l, err := a.liveCeiling(name, false)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return api.CeilingStatus{}, err
 	}
 	if err := l.ObserveUsage(*req.Active, time.Time{}); err != nil {
-		d.fail(w, r, httpapi.BadRequest("%v", err))
-		return
+		return api.CeilingStatus{}, httpapi.BadRequest("%v", err)
 	}
-	st, ok := d.comp.ceilings.get(name)
+	st, ok := a.comp.ceilings.get(name)
 	if !ok {
-		d.fail(w, r, httpapi.NotFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name))
-		return
+		return api.CeilingStatus{}, httpapi.NotFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name)
 	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, st.CeilingStatus)
+	return st.CeilingStatus, nil
 }

@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
@@ -332,23 +333,11 @@ func (s *poolSet) collect(ch chan<- prometheus.Metric) {
 // slash made a dot, so that it fits one URL path segment (pool names cannot
 // contain dots). Budget permits use "~" instead (see permits.go).
 func externalLeaseID(id string) string { return strings.Replace(id, "/", ".", 1) }
+
 func internalLeaseID(id string) string { return strings.Replace(id, ".", "/", 1) }
 
-func (d *Daemon) listPools(w http.ResponseWriter, r *http.Request) {
-	_ = httpapi.WriteJSON(w, http.StatusOK, api.PoolList{Pools: d.comp.pools.list()})
-}
-
-func (d *Daemon) getPool(w http.ResponseWriter, r *http.Request) {
-	st, err := d.comp.pools.get(r.PathValue("name"))
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, st)
-}
-
 // poolRequest validates an acquire body and converts it.
-func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Duration, error) {
+func (a *Arbiter) poolRequest(req api.AcquireRequest) (pools.Request, time.Duration, error) {
 	var pr pools.Request
 	wait, err := httpapi.WaitDuration(req.WaitSeconds)
 	if err != nil {
@@ -368,7 +357,7 @@ func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Durati
 	case req.Priority != nil:
 		prio = *req.Priority
 	case req.PriorityName != "":
-		w, ok := d.comp.pools.priority(req.PriorityName)
+		w, ok := a.comp.pools.priority(req.PriorityName)
 		if !ok {
 			return pr, 0, httpapi.BadRequest("unknown priority_name %q: declare it with a priority block, or pass a numeric priority", req.PriorityName)
 		}
@@ -383,59 +372,58 @@ func (d *Daemon) poolRequest(req api.AcquireRequest) (pools.Request, time.Durati
 	return pr, wait, nil
 }
 
-func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	var req api.AcquireRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	pr, wait, err := d.poolRequest(req)
+// CheckAcquire validates an acquire body without acquiring (the fuzz
+// target's view of the pool kind's checks).
+func (a *Arbiter) CheckAcquire(req api.AcquireRequest) error {
+	_, _, err := a.poolRequest(req)
+	return err
+}
+
+// AcquireLease grants slots of pool to ctx's principal (the pool kind of
+// the grant pipeline). Its record is written by the pools package's Store,
+// fenced; the returned release gives the lease back when its answer cannot
+// be delivered.
+func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.AcquireRequest) (api.Lease, func(), error) {
+	pr, wait, err := a.poolRequest(req)
 	if err != nil {
-		d.fail(w, r, err)
-		return
+		return api.Lease{}, nil, err
 	}
-	ctx := r.Context()
-	pr.Owner = principalOf(ctx).owner()
-	if rid := req.RequestID; rid != "" {
-		if err := httpapi.CheckRequestID(rid); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		unlock, err := d.requests.lock(ctx, "pool/"+name+"/"+rid)
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		defer unlock()
+	pr.Owner = security.PrincipalOf(ctx).Owner()
+	latch, err := latchKey("pool", pool, req.RequestID)
+	if err != nil {
+		return api.Lease{}, nil, err
+	}
+	if latch != "" {
 		// The lease of a request_id has a fixed ID, restored under it
 		// by a new leader: a retry finds the grant already made.
-		pr.ID = name + "/r-" + rid
-		if l, ok := d.comp.pools.mgr.Held(pr.ID); ok {
-			if err := holderOnly(ctx, "lease "+externalLeaseID(pr.ID), l.Owner()); err != nil {
-				d.fail(w, r, err)
-				return
+		pr.ID = pool + "/r-" + req.RequestID
+	}
+	l, err := grant(ctx, a, grantKind[*pools.Lease]{
+		latch: latch,
+		existing: func() (*pools.Lease, string, string, bool) {
+			l, ok := a.comp.pools.mgr.Held(pr.ID)
+			if !ok {
+				return nil, "", "", false
 			}
-			_ = httpapi.WriteJSON(w, http.StatusOK, poolLease(l))
-			return
-		}
-	}
-	lease, err := d.comp.pools.acquire(ctx, name, pr, wait)
+			return l, l.Owner(), "lease " + externalLeaseID(pr.ID), true
+		},
+		// The pools package waits pr.Timeout itself.
+		take: func(ctx context.Context) (*pools.Lease, error) { return a.comp.pools.acquire(ctx, pool, pr, wait) },
+		fail: func(err error) error {
+			switch {
+			case wait == 0 && errors.Is(err, pools.ErrTimeout):
+				return &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable,
+					Msg: "no free slot in pool " + pool + " now; retry, or pass wait_seconds to wait for one"}
+			case errors.Is(err, pools.ErrTimeout):
+				return &httpapi.Error{Status: http.StatusRequestTimeout, Code: api.CodeTimeout, Msg: err.Error()}
+			}
+			return err
+		},
+	})
 	if err != nil {
-		switch {
-		case wait == 0 && errors.Is(err, pools.ErrTimeout):
-			err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable,
-				Msg: "no free slot in pool " + name + " now; retry, or pass wait_seconds to wait for one"}
-		case d.stopping.Load() && ctx.Err() != nil && !errors.Is(err, pools.ErrTimeout):
-			err = httpapi.ErrShuttingDown
-		}
-		d.fail(w, r, err)
-		return
+		return api.Lease{}, nil, err
 	}
-	if err := httpapi.WriteJSON(w, http.StatusOK, poolLease(lease)); err != nil {
-		// The client is gone: nobody will heartbeat or release the lease.
-		_ = lease.Release()
-	}
+	return poolLease(l), func() { _ = l.Release() }, nil
 }
 
 func poolLease(l *pools.Lease) api.Lease {
@@ -451,56 +439,53 @@ func poolLease(l *pools.Lease) api.Lease {
 	}
 }
 
-func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := httpapi.Decode(w, r, &struct{}{}); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	// A heartbeat's 200 and its expires_at promise the lease until then,
-	// to this daemon and to the next leader, which restores it from its
-	// record: so the answer is sent only once the extended expiry is
-	// written under this daemon's epoch. When it is not, the answer is a
-	// 503 and the client retries (at another replica); its last 200 still
-	// stands, as the record still says (docs/ha.md, "A new leader never
-	// shortens a promise").
+// Heartbeat extends a pool lease or a budget permit by its TTL. A
+// heartbeat's answer and its expires_at promise the grant until then, to
+// this daemon and to the next leader, which restores it from its record:
+// so it returns only once the extended expiry is written under this
+// daemon's epoch. When it is not, it fails with a 503 and the client
+// retries (at another replica); its last answer still stands, as the
+// record still says (docs/ha.md, "A new leader never shortens a promise").
+func (a *Arbiter) Heartbeat(ctx context.Context, id string) (api.Lease, error) {
 	if isPermitID(id) {
-		if err := d.permits.holderOnly(r.Context(), id); err != nil {
-			d.fail(w, r, err)
-			return
+		if err := a.permits.holderOnly(ctx, id); err != nil {
+			return api.Lease{}, err
 		}
-		l, err := d.permits.heartbeat(id)
+		l, err := a.permits.heartbeat(id)
 		if err != nil {
-			d.fail(w, r, err)
-			return
+			return api.Lease{}, err
 		}
-		if err := d.permits.recordHeartbeat(r.Context(), l); err != nil {
-			d.fail(w, r, heartbeatNotRecorded(id, err))
-			return
+		if err := a.permits.recordHeartbeat(ctx, l); err != nil {
+			return api.Lease{}, heartbeatNotRecorded(id, err)
 		}
-		_ = httpapi.WriteJSON(w, http.StatusOK, l)
-		return
+		return l, nil
 	}
-	l, err := d.comp.pools.lease(internalLeaseID(id))
+	l, err := a.heldLease(ctx, id, "; acquire again")
 	if err != nil {
-		d.fail(w, r, httpapi.NotFound("no lease %s: it was released, expired, or never existed; acquire again", id))
-		return
+		return api.Lease{}, err
 	}
-	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if err := l.Heartbeat(r.Context()); err != nil {
+	if err := l.Heartbeat(ctx); err != nil {
 		if errors.Is(err, pools.ErrStore) {
 			err = heartbeatNotRecorded(id, err)
 		}
-		d.fail(w, r, err)
-		return
+		return api.Lease{}, err
 	}
-	_ = httpapi.WriteJSON(w, http.StatusOK, poolLease(l))
+	return poolLease(l), nil
 }
 
-// heartbeatNotRecorded is the answer to a heartbeat whose extended expiry
+// heldLease finds pool lease id (external form) for ctx's principal.
+func (a *Arbiter) heldLease(ctx context.Context, id, hint string) (*pools.Lease, error) {
+	l, err := a.comp.pools.lease(internalLeaseID(id))
+	if err != nil {
+		return nil, httpapi.NotFound("no lease %s: it was released, expired, or never existed%s", id, hint)
+	}
+	if err := security.HolderOnly(ctx, "lease "+id, l.Owner()); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// heartbeatNotRecorded is the error of a heartbeat whose extended expiry
 // could not be written: 503 not_leader when this daemon lost the
 // leadership, else 503 not_ready. Either way the client retries, and the
 // expiry of its last 200 stands.
@@ -512,33 +497,29 @@ func heartbeatNotRecorded(id string, err error) error {
 		Msg: fmt.Sprintf("the heartbeat of %s could not be recorded in the backend (%v); the expiry of its last answered heartbeat stands: retry, at another replica if you have one", id, err)}
 }
 
-func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+// Release ends a pool lease or a budget permit. The slots are free when
+// it returns; the record's delete is queued.
+func (a *Arbiter) Release(ctx context.Context, id string) error {
 	if isPermitID(id) {
-		if err := d.permits.holderOnly(r.Context(), id); err != nil {
-			d.fail(w, r, err)
-			return
+		if err := a.permits.holderOnly(ctx, id); err != nil {
+			return err
 		}
-		if err := d.permits.release(id, ""); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return
+		return a.permits.release(id, "")
 	}
-	l, err := d.comp.pools.lease(internalLeaseID(id))
+	l, err := a.heldLease(ctx, id, "")
 	if err != nil {
-		d.fail(w, r, httpapi.NotFound("no lease %s: it was released, expired, or never existed", id))
-		return
-	}
-	if err := holderOnly(r.Context(), "lease "+id, l.Owner()); err != nil {
-		d.fail(w, r, err)
-		return
+		return err
 	}
 	if err := l.Release(); err != nil {
 		// The slots are free; only the durable record's delete failed, and
 		// its TTL or the next Restore drops it.
-		d.log.Warn("lease released but its record was not deleted", "lease", id, "err", err)
+		a.log.Warn("lease released but its record was not deleted", "lease", id, "err", err)
 	}
-	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
+
+// Pools reports every pool.
+func (a *Arbiter) Pools() []api.PoolStatus { return a.comp.pools.list() }
+
+// Pool reports one pool with its holders.
+func (a *Arbiter) Pool(name string) (api.PoolDetail, error) { return a.comp.pools.get(name) }

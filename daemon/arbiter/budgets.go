@@ -1,4 +1,4 @@
-package daemon
+package arbiter
 
 import (
 	"context"
@@ -211,127 +211,6 @@ func (s *budgetSet) collect(ch chan<- prometheus.Metric, held map[string]int) {
 	}
 }
 
-func (d *Daemon) listBudgets(w http.ResponseWriter, r *http.Request) {
-	_ = httpapi.WriteJSON(w, http.StatusOK, api.BudgetList{Budgets: d.budgetStatuses()})
-}
-
-// budgetStatuses lists the budgets with their remote permits counted.
-func (d *Daemon) budgetStatuses() []api.BudgetStatus {
-	list := d.comp.budgets.list()
-	d.addPermits(list)
-	return list
-}
-
-// addPermits counts and links each budget's remote permits.
-func (d *Daemon) addPermits(list []api.BudgetStatus) {
-	permits := d.permits.list()
-	for i := range list {
-		withBudgetHolding(&list[i], permits)
-	}
-}
-
-func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	st, ok := d.comp.budgets.get(name)
-	if !ok {
-		d.fail(w, r, httpapi.NotFound("no budget %q: declare it with a budget block", name))
-		return
-	}
-	holders := withBudgetHolding(&st, d.permits.list())
-	_ = httpapi.WriteJSON(w, http.StatusOK, api.BudgetDetail{BudgetStatus: st, Holders: holders})
-}
-
-func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	var req api.PermitRequest
-	if err := httpapi.Decode(w, r, &req); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	wait, err := httpapi.WaitDuration(req.WaitSeconds)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	ttl, err := httpapi.TTLDuration(req.TTLSeconds, defaultTTL)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if req.ScanRingBytes > fatjob.MaxBudgetBytes || req.DeltaCacheBytes > fatjob.MaxBudgetBytes {
-		d.fail(w, r, httpapi.BadRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes))
-		return
-	}
-	if req.ScanRingBytes == 0 && req.DeltaCacheBytes == 0 && !req.Spill {
-		d.fail(w, r, httpapi.BadRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill"))
-		return
-	}
-	pool, ok := d.comp.budgets.live(name)
-	if !ok {
-		d.fail(w, r, httpapi.NotFound("no budget %q: declare it with a budget block", name))
-		return
-	}
-	if rid := req.RequestID; rid != "" {
-		if err := httpapi.CheckRequestID(rid); err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		unlock, err := d.requests.lock(r.Context(), "permit/"+name+"/"+rid)
-		if err != nil {
-			d.fail(w, r, err)
-			return
-		}
-		defer unlock()
-		if l, owner, ok := d.permits.get(permitID(name, rid)); ok {
-			if err := holderOnly(r.Context(), "permit "+l.LeaseID, owner); err != nil {
-				d.fail(w, r, err)
-				return
-			}
-			_ = httpapi.WriteJSON(w, http.StatusOK, l)
-			return
-		}
-	}
-	fr := fatjob.Request{ScanRingBytes: req.ScanRingBytes, DeltaCacheBytes: req.DeltaCacheBytes, NeedsSpillSlot: req.Spill}
-	var perm *fatjob.Permit
-	if wait == 0 {
-		var ok bool
-		if perm, ok = pool.TryAcquire(fr); !ok {
-			if exceeds(pool, fr) {
-				d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: "the permit asks for more than budget " + name + " holds in total; it can never be granted"})
-				return
-			}
-			d.fail(w, r, &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: "budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue"})
-			return
-		}
-	} else {
-		ctx, cancelWait := context.WithTimeout(r.Context(), wait)
-		defer cancelWait()
-		perm, err = pool.Acquire(ctx, fr)
-		if err != nil {
-			switch {
-			case errors.Is(err, fatjob.ErrExceedsCapacity):
-				err = &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: err.Error()}
-			case errors.Is(err, context.DeadlineExceeded):
-				err = httpapi.WaitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
-			case d.stopping.Load() && errors.Is(err, context.Canceled):
-				err = httpapi.ErrShuttingDown
-			}
-			d.fail(w, r, err)
-			return
-		}
-	}
-	l, err := d.permits.add(r.Context(), api.Lease{
-		Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(), RequestID: req.RequestID,
-	}, ttl, perm.Release)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if err := httpapi.WriteJSON(w, http.StatusOK, l); err != nil {
-		_ = d.permits.release(l.LeaseID, "")
-	}
-}
-
 // exceeds reports whether r can never fit p's totals.
 func exceeds(p *fatjob.Pool, r fatjob.Request) bool {
 	if r.ScanRingBytes > p.ScanRingTotal() || r.DeltaCacheBytes > p.DeltaCacheTotal() {
@@ -340,14 +219,107 @@ func exceeds(p *fatjob.Pool, r fatjob.Request) bool {
 	return false
 }
 
-func (d *Daemon) releasePermit(w http.ResponseWriter, r *http.Request) {
-	if err := d.permits.holderOnly(r.Context(), r.PathValue("id")); err != nil {
-		d.fail(w, r, err)
-		return
+// AcquirePermit grants a permit of budget to ctx's principal (the budget
+// kind of the grant pipeline); the returned release gives it back when its
+// answer cannot be delivered.
+func (a *Arbiter) AcquirePermit(ctx context.Context, name string, req api.PermitRequest) (api.Lease, func(), error) {
+	wait, err := httpapi.WaitDuration(req.WaitSeconds)
+	if err != nil {
+		return api.Lease{}, nil, err
 	}
-	if err := d.permits.release(r.PathValue("id"), r.PathValue("name")); err != nil {
-		d.fail(w, r, err)
-		return
+	ttl, err := httpapi.TTLDuration(req.TTLSeconds, defaultTTL)
+	if err != nil {
+		return api.Lease{}, nil, err
 	}
-	w.WriteHeader(http.StatusNoContent)
+	if req.ScanRingBytes > fatjob.MaxBudgetBytes || req.DeltaCacheBytes > fatjob.MaxBudgetBytes {
+		return api.Lease{}, nil, httpapi.BadRequest("scan_ring_bytes %d and delta_cache_bytes %d: each must be at most %d", req.ScanRingBytes, req.DeltaCacheBytes, fatjob.MaxBudgetBytes)
+	}
+	if req.ScanRingBytes == 0 && req.DeltaCacheBytes == 0 && !req.Spill {
+		return api.Lease{}, nil, httpapi.BadRequest("the permit asks for nothing: set scan_ring_bytes, delta_cache_bytes or spill")
+	}
+	pool, ok := a.comp.budgets.live(name)
+	if !ok {
+		return api.Lease{}, nil, httpapi.NotFound("no budget %q: declare it with a budget block", name)
+	}
+	latch, err := latchKey("permit", name, req.RequestID)
+	if err != nil {
+		return api.Lease{}, nil, err
+	}
+	fr := fatjob.Request{ScanRingBytes: req.ScanRingBytes, DeltaCacheBytes: req.DeltaCacheBytes, NeedsSpillSlot: req.Spill}
+	var perm *fatjob.Permit
+	l, err := grant(ctx, a, grantKind[api.Lease]{
+		latch: latch,
+		existing: func() (api.Lease, string, string, bool) {
+			l, owner, ok := a.permits.get(permitID(name, req.RequestID))
+			return l, owner, "permit " + l.LeaseID, ok
+		},
+		wait: wait,
+		take: func(ctx context.Context) (api.Lease, error) {
+			if wait == 0 {
+				var ok bool
+				if perm, ok = pool.TryAcquire(fr); !ok {
+					if exceeds(pool, fr) {
+						return api.Lease{}, unavailable("the permit asks for more than budget " + name + " holds in total; it can never be granted")
+					}
+					return api.Lease{}, unavailable("budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue")
+				}
+			} else {
+				var err error
+				if perm, err = pool.Acquire(ctx, fr); err != nil {
+					return api.Lease{}, err
+				}
+			}
+			return api.Lease{Budget: name, ScanRingBytes: perm.ScanRingBytes(), DeltaCacheBytes: perm.DeltaCacheBytes(), Spill: perm.CanSpill(), RequestID: req.RequestID}, nil
+		},
+		fail: func(err error) error {
+			switch {
+			case errors.Is(err, fatjob.ErrExceedsCapacity):
+				return unavailable(err.Error())
+			case errors.Is(err, context.DeadlineExceeded):
+				return httpapi.WaitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
+			}
+			return err
+		},
+		// add records the permit (and gives it back when it cannot).
+		record: func(ctx context.Context, l api.Lease) (api.Lease, error) {
+			return a.permits.add(ctx, l, ttl, perm.Release)
+		},
+	})
+	if err != nil {
+		return api.Lease{}, nil, err
+	}
+	return l, func() { _ = a.permits.release(l.LeaseID, "") }, nil
+}
+
+// unavailable is the 409 of a grant that cannot be made now.
+func unavailable(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: msg}
+}
+
+// ReleasePermit ends a permit of budget name.
+func (a *Arbiter) ReleasePermit(ctx context.Context, name, id string) error {
+	if err := a.permits.holderOnly(ctx, id); err != nil {
+		return err
+	}
+	return a.permits.release(id, name)
+}
+
+// Budgets lists the budgets with their remote permits counted.
+func (a *Arbiter) Budgets() []api.BudgetStatus {
+	list := a.comp.budgets.list()
+	permits := a.permits.list()
+	for i := range list {
+		withBudgetHolding(&list[i], permits)
+	}
+	return list
+}
+
+// Budget reports one budget with its permits.
+func (a *Arbiter) Budget(name string) (api.BudgetDetail, error) {
+	st, ok := a.comp.budgets.get(name)
+	if !ok {
+		return api.BudgetDetail{}, httpapi.NotFound("no budget %q: declare it with a budget block", name)
+	}
+	holders := withBudgetHolding(&st, a.permits.list())
+	return api.BudgetDetail{BudgetStatus: st, Holders: holders}, nil
 }
