@@ -3,43 +3,39 @@
 // pickup), serves them over a JSON HTTP API, and keeps them in step with
 // the configuration without dropping work.
 //
+// The daemon is three parts with one-way imports (TestImportRules holds
+// them): this package is the edge and the wiring (routes, middleware,
+// forwarding to the leader, the status page, the election, reloads and
+// their owner goroutine); daemon/arbiter holds the grants (the component
+// sets, the records of every grant, and the one grant pipeline every pool
+// lease, budget permit and VM-ceiling claim passes through: request_id
+// latch, wait-or-try, fenced record, give-back); daemon/internal/security
+// decides who a request comes from and what it may do, and
+// daemon/internal/httpapi is the error model and the body guards both use.
+//
 // The daemon's only input is the runtime document (reconcile.RuntimeDoc):
-// watch mode builds it from the loaded configuration (reconcile.DesiredDoc),
+// watch mode builds it from the loaded configuration (arbiter.WatchInput),
 // keeping each entry's source range for error messages; serve mode reads it
-// from the backend's state store. Each kind of component is a set (poolSet,
-// budgetSet, ceilingSet, classSet) behind one small interface,
-// componentSet: prepare a document, commit it, sweep, status.
+// from the backend's state store.
 //
 // Reloads follow Caddy: prepare every set (each runtime package's own
 // checks, new components built but not started), push the configuration
 // to the backend (reconcile's plan and apply, in watch mode), and only then
-// commit each set, reconfiguring its components in place
-// (pools.Manager.ConfigurePools, fatjob/ledger/pickup Reconfigure), so no
-// held slot, permit or claim is dropped and waiters keep waiting under the
-// new limits. A configuration that fails anywhere changes nothing; the
-// error, with file:line, is in /v1/status and the reload metrics.
+// commit each set, reconfiguring its components in place, so no held slot,
+// permit or claim is dropped and waiters keep waiting under the new
+// limits. A configuration that fails anywhere changes nothing; the error,
+// with file:line, is in /v1/status and the reload metrics. One goroutine
+// (reload.go's reloader) runs every reload and a new leader's apply.
 //
-// Durability: pool leases are written through the backend's lease store at
-// grant and heartbeat, and budget permits (permits.go) and VM-ceiling claims
-// through its grant store (grants.go) at grant, heartbeat and confirm, so a
-// restarted daemon (even after kill -9) still counts them, under the same
-// IDs. A grant whose record cannot be written is given back.
-// Claimed runner instances are durable in the instance table but have no
-// TTL: their holders release them.
-//
-// Security (docs/security.md): auth.go finds each request's principal (a
-// named token compared by its SHA-256, RPD_TOKEN, or a client certificate)
-// and checks its scope against routeScopes; every grant records its
-// principal with its record, so only it or an admin ends it (holderOnly).
-// tlsconf.go serves TLS, re-reading rotated certificate files, and verifies
-// the leader a standby forwards to; audit.go writes the audit log.
+// Durability: every grant is recorded, fenced with the leader's epoch,
+// before it is answered, so a restarted daemon or a new leader (even after
+// kill -9) still counts it, under the same ID; a grant whose record cannot
+// be written is given back.
 //
 // Not for: loading HCL (spec), planning (reconcile), the components'
 // semantics (runtime/*), or talking to a daemon (package client).
 //
-// Start reading at New and Daemon.Run (daemon.go), then reload.go (the
-// reload state machine), components.go (the componentSet interface), one
-// set with its HTTP handlers (pools.go, budgets.go, ceilings.go,
-// classes.go) and server.go (routes, error model, authentication). docs/api.md documents
-// the API.
+// Start reading at New and Daemon.Run (daemon.go), then handlers.go (the
+// edge of every grant route), arbiter/grant.go (the pipeline) and one kind
+// (arbiter/pools.go), then reload.go. docs/api.md documents the API.
 package daemon

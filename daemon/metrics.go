@@ -16,7 +16,6 @@ type metrics struct {
 	lastSuccessTS prometheus.Gauge
 	reloads       *prometheus.CounterVec
 	version       prometheus.Gauge
-	unauthorized  prometheus.Counter
 	obs           *observability
 }
 
@@ -31,8 +30,6 @@ func newMetrics(d *Daemon) *metrics {
 			Name: "rpd_config_reloads_total", Help: "Reload attempts by result (success, failure)."}, []string{"result"}),
 		version: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rpd_config_version", Help: "Version of the active configuration; increments on every reload that changes something."}),
-		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rpd_http_unauthorized_total", Help: "Requests refused for a missing or wrong bearer token."}),
 	}
 	m.obs = newObservability(m.reg)
 	m.reloads.WithLabelValues("success")
@@ -70,7 +67,7 @@ func newMetrics(d *Daemon) *metrics {
 		ConstLabels: prometheus.Labels{"version": bv.Version, "revision": bv.Revision, "goversion": bv.GoVersion}})
 	build.Set(1)
 	m.reg.MustRegister(leader, epoch, changes, matches, build)
-	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version, m.unauthorized,
+	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m

@@ -100,7 +100,7 @@ func (d *Daemon) leaderStatus(ctx context.Context, authorization string) (api.St
 	}
 	var ls api.Status
 	if err := json.Unmarshal(body, &ls); err != nil {
-		return api.Status{}, fmt.Errorf("httpapi.Decode the leader's status from %s: %w", l.Address, err)
+		return api.Status{}, fmt.Errorf("decode the leader's status from %s: %w", l.Address, err)
 	}
 	if ls.Role != "leader" {
 		return api.Status{}, fmt.Errorf("the daemon at %s no longer leads the stack (the leadership is changing); retry in a moment", l.Address)

@@ -31,7 +31,7 @@ func FuzzDecodeRequests(f *testing.F) {
 			}
 			var he *httpapi.Error
 			if !errors.As(err, &he) || (he.Status != http.StatusBadRequest && he.Status != http.StatusRequestEntityTooLarge) || he.Msg == "" {
-				t.Fatalf("httpapi.Decode error %v is not a 400/413 httpapi.Error", err)
+				t.Fatalf("decode error %v is not a 400/413 httpapi.Error", err)
 			}
 		}
 		var ar api.AcquireRequest

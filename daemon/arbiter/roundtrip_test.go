@@ -235,7 +235,7 @@ func TestEveryAttributeReachesItsComponent(t *testing.T) {
 				}
 				if reflect.DeepEqual(entryOf(base, addr), entryOf(set, addr)) &&
 					(path != "runner_class.queue" || base.Queues["c"] == set.Queues["c"]) {
-					t.Fatalf("%s = %s does not reach the runtime document entry of %s (spec httpapi.Decode, or reconcile.DesiredDoc)", key, value, addr)
+					t.Fatalf("%s = %s does not reach the runtime document entry of %s (spec decode, or reconcile.DesiredDoc)", key, value, addr)
 				}
 				if _, ok := setEnforced[key]; ok {
 					return
