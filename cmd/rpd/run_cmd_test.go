@@ -363,8 +363,6 @@ func TestRunCommandDiesWithRPDRun(t *testing.T) {
 // SIGKILL after -kill-grace, and rpd run exits 123; with
 // -on-lease-loss=warn the command finishes and its status is returned.
 func TestRunStopsTheCommandOnALostLease(t *testing.T) {
-	conf := t.TempDir()
-	writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -377,7 +375,11 @@ func TestRunStopsTheCommandOnALostLease(t *testing.T) {
 		{"warn", []string{"-on-lease-loss", "warn"}, `i=0; while [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done; touch MARK; exit 3`, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cwd := t.TempDir()
+			// A stack of its own: a new leader on the last subtest's state
+			// would restore (and extend) the lease its killed daemon held,
+			// as holders that had nobody to heartbeat to keep their slot.
+			conf, cwd := t.TempDir(), t.TempDir()
+			writeConf(t, filepath.Join(conf, "main.hcl"), e2eRPD+"pool \"db\" {\n  slots = 1\n}\n")
 			ld := startRPD(t, cwd, nil, "watch", conf)
 			marker := filepath.Join(cwd, "MARK")
 			script := strings.ReplaceAll(tc.script, "MARK", marker)
