@@ -23,6 +23,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/leader"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/internal/open"
@@ -118,7 +119,7 @@ type Daemon struct {
 	metrics *metrics
 	// elector holds or contends for the stack's leader lease; forward
 	// sends a standby's pools, budgets and ceilings requests to the leader.
-	elector *elector
+	elector *leader.Elector
 	forward *forwarder
 	// serving is set once this daemon, as leader, has restored the stack's
 	// grants and answers arbitrated requests itself.
@@ -223,7 +224,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("listen on %s: %w", listen, err)
 	}
 	advertise := cmp.Or(opts.Advertise, cfg.HA.Advertise, d.scheme()+strings.TrimPrefix(defaultAdvertise(d.ln.Addr().String()), "http://"))
-	d.elector = newElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
+	d.elector = leader.NewElector(d.backend.Leader, cfg.HA.Lease, cfg.HA.Renew, advertise, opts.Mode,
 		func() string { return d.reloader.state().hash }, d.log.With("component", "leader"))
 	d.forward = newForwarder(d)
 	// The one place the grants' stores are assembled: the backend's,
@@ -232,11 +233,11 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Logger:      d.log,
 		Clock:       opts.Clock,
 		Backend:     d.backend,
-		Leases:      leaderPools{e: d.elector, fence: newFenced(d.backend.FencedPools), plain: d.backend.Pools},
-		Grants:      leaderGrants{e: d.elector, fence: newFenced(d.backend.FencedGrants), plain: d.backend.Grants},
+		Leases:      leader.NewPools(d.elector, d.backend.FencedPools, d.backend.Pools),
+		Grants:      leader.NewGrants(d.elector, d.backend.FencedGrants, d.backend.Grants),
 		Arbitrating: d.arbitrating,
 		Epoch: func() int64 {
-			epoch, _ := d.elector.leading()
+			epoch, _ := d.elector.Leading()
 			return epoch
 		},
 		Stack: cfg.Stack, Region: cfg.Backend.Region, Profile: cfg.Backend.Profile,
@@ -273,7 +274,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 			// Hand the lease back at once, so a standby need not wait it
 			// out; ctx may be the very stop that failed the takeover.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			if rerr := d.elector.resign(rctx); rerr != nil {
+			if rerr := d.elector.Resign(rctx); rerr != nil {
 				d.log.Warn("could not release the leader lease after a failed start; a standby takes over when it expires", "err", rerr)
 			}
 			cancel()
@@ -281,7 +282,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 			return nil, err
 		}
 	} else {
-		l := d.elector.view()
+		l := d.elector.View()
 		d.log.Info("standing by: another daemon leads the stack", "leader", l.Holder, "address", l.Address, "epoch", l.Epoch, "expires_at", l.ExpiresAt)
 	}
 	return d, nil
@@ -368,7 +369,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
 	var election sync.WaitGroup
-	election.Go(func() { d.elector.loop(electCtx, func(ctx context.Context) error { return d.takeOver(ctx, false) }) })
+	election.Go(func() { d.elector.Loop(electCtx, func(ctx context.Context) error { return d.takeOver(ctx, false) }) })
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { d.arb.Run(loopCtx, d.opts.SweepInterval) })
@@ -390,7 +391,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case ModeServe:
 		loops.Go(func() { d.followLoop(loopCtx) })
 	}
-	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "advertise", d.elector.address, "role", d.Status().Role,
+	d.log.Info("rpd daemon listening", "mode", d.opts.Mode, "addr", d.Addr(), "advertise", d.elector.Address, "role", d.Status().Role,
 		"backend", d.backend.Config.Type, "config_version", d.reloader.state().version)
 
 	var err error
@@ -398,7 +399,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-serveErr:
 		err = fmt.Errorf("serve the API on %s: %w", d.Addr(), err)
-	case <-d.elector.lost:
+	case <-d.elector.Lost:
 		err = ErrSteppedDown
 	}
 	d.stopping.Store(true)
@@ -423,7 +424,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.reloader.stop()
 	if !errors.Is(err, ErrSteppedDown) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if rerr := d.elector.resign(rctx); rerr != nil {
+		if rerr := d.elector.Resign(rctx); rerr != nil {
 			d.log.Warn("could not release the leader lease; a standby takes over when it runs out", "err", rerr)
 		}
 		cancel()
@@ -533,3 +534,9 @@ func backendText(b spec.Backend) string {
 	}
 	return fmt.Sprintf("local (%s)", b.Path)
 }
+
+// ErrSteppedDown is what Daemon.Run returns when the daemon lost the
+// leadership of its stack (another daemon took the lease while this one
+// was paused, partitioned or could not renew): it drained and closed, and
+// holds nothing. Start a new Daemon: it comes back as a standby.
+var ErrSteppedDown = leader.ErrSteppedDown

@@ -93,7 +93,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 		return
 	}
 	if r.Header.Get(security.ForwardedHeader) != "" {
-		writeNotLeader(w, f.d.elector.view().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
+		writeNotLeader(w, f.d.elector.View().Address, "this daemon received a forwarded request but does not lead the stack (the leadership is changing); retry")
 		return
 	}
 	buf := httpapi.BodyBufs.Get().(*bytes.Buffer)
@@ -121,10 +121,10 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 			next.ServeHTTP(w, r)
 			return
 		}
-		l, moved := f.d.elector.leaderView()
+		l, moved := f.d.elector.LeaderView()
 		target, msg := f.target(l)
 		if target == nil {
-			f.d.elector.wake()
+			f.d.elector.Wake()
 			writeNotLeader(w, l.Address, msg)
 			return
 		}
@@ -141,7 +141,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 			httpapi.WriteError(w, http.StatusServiceUnavailable, api.CodeNotReady, httpapi.ErrShuttingDown.Error())
 			return
 		case errors.Is(context.Cause(ctx), context.DeadlineExceeded) && r.Context().Err() == nil:
-			f.d.elector.wake()
+			f.d.elector.Wake()
 			writeNotLeader(w, target.String(), fmt.Sprintf("this daemon is a standby and the leader at %s did not answer within the request's wait plus %v; retry: a standby takes over when the leader's lease runs out", target, forwardMargin))
 			return
 		case r.Context().Err() != nil:
@@ -152,7 +152,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 			writeNotLeader(w, "", "the leadership moved while this request was forwarded, and without a request_id it is not safe to send twice; retry (pass a request_id so that a retry never yields two grants)")
 			return
 		}
-		f.d.elector.wake() // it may have released the lease, or died
+		f.d.elector.Wake() // it may have released the lease, or died
 		writeNotLeader(w, target.String(), fmt.Sprintf("this daemon is a standby and the leader at %s did not answer (%v); retry in a moment: a standby takes over when the leader's lease runs out", target, err))
 		return
 	}
@@ -161,7 +161,7 @@ func (f *forwarder) serve(w http.ResponseWriter, r *http.Request, next http.Hand
 // target is the URL of the leader l, or nil and why there is none to
 // forward to.
 func (f *forwarder) target(l backend.Leader) (*url.URL, string) {
-	if !l.Live(time.Now()) || l.Holder == f.d.elector.holder || l.Address == f.d.elector.address {
+	if !l.Live(time.Now()) || l.Holder == f.d.elector.Holder || l.Address == f.d.elector.Address {
 		// No leader, or this daemon's own address: the lease of a
 		// predecessor on this address (killed, restarted) running out.
 		return nil, "no daemon leads the stack right now (the leader stopped, or its lease is running out); retry in a moment"
@@ -193,7 +193,7 @@ func (f *forwarder) roundTrip(ctx context.Context, moved context.Context, target
 			out.Header[k] = vs
 		}
 	}
-	out.Header.Set(security.ForwardedHeader, f.d.elector.holder)
+	out.Header.Set(security.ForwardedHeader, f.d.elector.Holder)
 	// The bearer token goes on as it came: replicas share the tokens. A
 	// client certificate's principal goes in a header the leader believes
 	// of a replica only (auth.go).
@@ -278,7 +278,7 @@ func (d *Daemon) arbitrating() bool {
 	if !d.serving.Load() || d.stopping.Load() {
 		return false
 	}
-	_, err := d.elector.leading()
+	_, err := d.elector.Leading()
 	return err == nil
 }
 
@@ -288,7 +288,7 @@ func (d *Daemon) arbitrating() bool {
 // returns at once when it is not taking over.
 func (d *Daemon) awaitServing(ctx context.Context) bool {
 	takingOver := func() bool {
-		_, err := d.elector.leading()
+		_, err := d.elector.Leading()
 		return err == nil && !d.stopping.Load() && !d.arbitrating()
 	}
 	if !takingOver() {
@@ -310,8 +310,8 @@ func (d *Daemon) awaitServing(ctx context.Context) bool {
 
 // leaderReachable is /readyz on a standby: the leader's /healthz answers.
 func (d *Daemon) leaderReachable(ctx context.Context) error {
-	l := d.elector.view()
-	if !l.Live(time.Now()) || l.Address == d.elector.address {
+	l := d.elector.View()
+	if !l.Live(time.Now()) || l.Address == d.elector.Address {
 		return fmt.Errorf("no daemon leads the stack right now")
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

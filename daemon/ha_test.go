@@ -197,7 +197,7 @@ func TestFencedLeaderStepsDown(t *testing.T) {
 		t.Fatalf("acquire at the fenced leader = %v; want 503", err)
 	}
 	select {
-	case <-a.d.elector.lost:
+	case <-a.d.elector.Lost:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fenced leader did not step down")
 	}

@@ -43,7 +43,7 @@ func newMetrics(d *Daemon) *metrics {
 			if d.elector == nil {
 				return 0
 			}
-			return float64(d.elector.view().Epoch)
+			return float64(d.elector.View().Epoch)
 		})
 	changes := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rpd_leader_changes_total", Help: "Changes of the stack's leader (epoch) this daemon saw."},
@@ -51,7 +51,7 @@ func newMetrics(d *Daemon) *metrics {
 			if d.elector == nil {
 				return 0
 			}
-			return float64(d.elector.changes.Load())
+			return float64(d.elector.Changes.Load())
 		})
 	matches := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "rpd_config_matches_leader", Help: "1 when this daemon's configuration hash is the one the leader recorded, 0 when the files differ (or no leader is known)."},

@@ -174,7 +174,7 @@ func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *arbiter.In
 	if err != nil {
 		return d.reject(prev, hash, start, err)
 	}
-	if _, notLeader := d.elector.leading(); d.apply != nil && notLeader == nil {
+	if _, notLeader := d.elector.Leading(); d.apply != nil && notLeader == nil {
 		// Only the leader applies; standbys validate and run the same
 		// files (their pickup serves runners) and report their hash.
 		if err := d.apply(ctx, cfg); err != nil {
@@ -221,7 +221,7 @@ func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *arbiter.In
 		// Only the leader applies to the backend; a standby (or a daemon
 		// before its first election) only runs the configuration.
 		msg := "configuration applied"
-		if _, err := d.elector.leading(); err != nil || d.apply == nil {
+		if _, err := d.elector.Leading(); err != nil || d.apply == nil {
 			msg = "configuration loaded (the leader applies it to the backend)"
 		}
 		d.log.Info(msg, "version", next.version, "hash", short(hash), "changes", strings.Join(changes, "; "), "duration", now.Sub(start))
@@ -341,10 +341,10 @@ func (d *Daemon) Status() api.Status {
 	out.Role = "standby"
 	if d.arbitrating() {
 		out.Role = "leader"
-		out.Epoch, _ = d.elector.leading()
+		out.Epoch, _ = d.elector.Leading()
 		out.Source = api.SourceLeader
 	}
-	if l := d.elector.view(); l.Holder != "" {
+	if l := d.elector.View(); l.Holder != "" {
 		out.Leader = &api.LeaderStatus{Holder: l.Holder, Address: l.Address, Mode: l.Mode, Epoch: l.Epoch, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, ConfigHash: l.ConfigHash}
 		out.ConfigMatchesLeader = l.ConfigHash == st.hash
 	}

@@ -71,8 +71,8 @@ func (d *Daemon) statusView(r *http.Request) api.Status {
 // leaderStatus fetches the leader's GET /v1/status with the caller's
 // credentials (replicas share the token, as forwarding assumes).
 func (d *Daemon) leaderStatus(ctx context.Context, authorization string) (api.Status, error) {
-	l := d.elector.view()
-	if !l.Live(time.Now()) || l.Address == d.elector.address {
+	l := d.elector.View()
+	if !l.Live(time.Now()) || l.Address == d.elector.Address {
 		return api.Status{}, fmt.Errorf("no daemon leads the stack right now, so no pool, budget or ceiling figures are known; a standby takes over when the leader's lease runs out")
 	}
 	ctx, cancel := context.WithTimeout(ctx, leaderStatusTimeout)
@@ -81,13 +81,13 @@ func (d *Daemon) leaderStatus(ctx context.Context, authorization string) (api.St
 	if err != nil {
 		return api.Status{}, fmt.Errorf("the leader's address %q: %w", l.Address, err)
 	}
-	req.Header.Set(security.ForwardedHeader, d.elector.holder)
+	req.Header.Set(security.ForwardedHeader, d.elector.Holder)
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
 	resp, err := d.forward.transport.RoundTrip(req)
 	if err != nil {
-		d.elector.wake() // it may have released the lease, or died
+		d.elector.Wake() // it may have released the lease, or died
 		return api.Status{}, fmt.Errorf("the leader at %s does not answer (%w); its figures are unknown until it does or a standby takes over", l.Address, err)
 	}
 	defer resp.Body.Close()

@@ -15,13 +15,13 @@ import (
 // watch mode a missing aws table is created first (the leader record lives
 // in it, and it is the leader that applies the configuration).
 func (d *Daemon) firstElection(ctx context.Context) (bool, error) {
-	d.elector.observe(ctx)
-	won, err := d.elector.attempt(ctx)
+	d.elector.Observe(ctx)
+	won, err := d.elector.Attempt(ctx)
 	if errors.Is(err, backend.ErrTableMissing) && d.opts.Mode == ModeWatch && d.backend.Tables != nil {
 		if err := d.backend.Tables.EnsureTables(ctx); err != nil {
 			return false, err
 		}
-		won, err = d.elector.attempt(ctx)
+		won, err = d.elector.Attempt(ctx)
 	}
 	return won, err
 }
@@ -33,7 +33,7 @@ func (d *Daemon) firstElection(ctx context.Context) (bool, error) {
 // arbitrated requests. At start-up a failure fails New; later it steps the
 // daemon down.
 func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
-	l := d.elector.view()
+	l := d.elector.View()
 	d.log.Info("leading the stack", "epoch", l.Epoch, "holder", l.Holder, "address", l.Address)
 	if d.opts.Mode == ModeWatch {
 		// On the reloader's owner: no reload runs while the new leader
@@ -53,7 +53,7 @@ func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
 			d.log.Error("taking over: could not apply the configuration to the backend; the components run it, the next change or reload retries", "err", err)
 		}
 	}
-	if err := d.arb.Restore(ctx, d.elector.restoreOptions()); err != nil {
+	if err := d.arb.Restore(ctx, d.elector.RestoreOptions()); err != nil {
 		return err
 	}
 	d.serving.Store(true)

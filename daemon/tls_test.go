@@ -155,7 +155,7 @@ func TestForwardOverTLS(t *testing.T) {
 	if !leader.d.arbitrating() || standby.d.arbitrating() {
 		t.Fatal("the first daemon does not lead")
 	}
-	if l := standby.d.elector.view(); !strings.HasPrefix(l.Address, "https://") {
+	if l := standby.d.elector.View(); !strings.HasPrefix(l.Address, "https://") {
 		t.Fatalf("the leader advertises %q; want an https:// address", l.Address)
 	}
 	runner := httpsClient(ca, ca.ClientCert("runner-1"))

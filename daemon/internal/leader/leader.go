@@ -1,4 +1,4 @@
-package daemon
+package leader
 
 import (
 	"context"
@@ -38,7 +38,7 @@ var ErrSteppedDown = errors.New("lost the leadership of the stack; stepped down"
 // and only while leading() (epoch > 0 and its lease − grantMargin not yet
 // run out): every grant record write goes through leaderPools or
 // leaderGrants, which fence it with the epoch.
-type elector struct {
+type Elector struct {
 	store backend.LeaderStore
 	lease time.Duration
 	renew time.Duration
@@ -47,13 +47,13 @@ type elector struct {
 	// with the lease so that standbys can compare theirs.
 	configHash func() string
 
-	holder, address, mode string
+	Holder, Address, mode string
 
 	// base anchors validUntil on the monotonic clock.
 	base       time.Time
 	epoch      atomic.Int64 // > 0 while this daemon holds the lease
 	validUntil atomic.Int64 // nanoseconds after base
-	changes    atomic.Int64 // epoch changes seen
+	Changes    atomic.Int64 // epoch changes seen
 
 	mu   sync.Mutex
 	seen backend.Leader // the record as last read or written
@@ -67,15 +67,15 @@ type elector struct {
 	predecessor backend.Leader
 
 	lostOnce sync.Once
-	lost     chan struct{} // closed when the leadership is lost
+	Lost     chan struct{} // closed when the leadership is lost
 	nudge    chan struct{}
 }
 
-func newElector(store backend.LeaderStore, lease, renew time.Duration, address, mode string, configHash func() string, log *slog.Logger) *elector {
-	return &elector{
+func NewElector(store backend.LeaderStore, lease, renew time.Duration, address, mode string, configHash func() string, log *slog.Logger) *Elector {
+	return &Elector{
 		store: store, lease: lease, renew: renew, log: log, configHash: configHash,
-		holder: newHolderID(), address: address, mode: mode,
-		base: time.Now(), lost: make(chan struct{}), nudge: make(chan struct{}, 1),
+		Holder: newHolderID(), Address: address, mode: mode,
+		base: time.Now(), Lost: make(chan struct{}), nudge: make(chan struct{}, 1),
 	}
 }
 
@@ -88,9 +88,9 @@ func newHolderID() string {
 	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// leading returns the epoch this daemon leads under, or httpapi.ErrNotLeader when
+// Leading returns the epoch this daemon leads under, or httpapi.ErrNotLeader when
 // it does not lead or may no longer grant.
-func (e *elector) leading() (int64, error) {
+func (e *Elector) Leading() (int64, error) {
 	epoch := e.epoch.Load()
 	if epoch == 0 || time.Since(e.base).Nanoseconds() >= e.validUntil.Load() {
 		return 0, httpapi.ErrNotLeader
@@ -98,40 +98,40 @@ func (e *elector) leading() (int64, error) {
 	return epoch, nil
 }
 
-// check passes err through, stepping down when it says the daemon was
+// Check passes err through, stepping down when it says the daemon was
 // fenced: another daemon took over and this one must not grant again.
-func (e *elector) check(err error) error {
+func (e *Elector) Check(err error) error {
 	if errors.Is(err, backend.ErrFenced) {
-		e.lose("a grant record write was fenced: another daemon leads the stack now")
+		e.Lose("a grant record write was fenced: another daemon leads the stack now")
 	}
 	return err
 }
 
-// lose ends the leadership: nothing more is granted, and Run steps down.
-func (e *elector) lose(reason string) {
+// Lose ends the leadership: nothing more is granted, and Run steps down.
+func (e *Elector) Lose(reason string) {
 	e.epoch.Store(0)
 	e.lostOnce.Do(func() {
-		e.log.Warn("stepping down: lost the leadership of the stack", "reason", reason, "holder", e.holder)
-		close(e.lost)
+		e.log.Warn("stepping down: lost the leadership of the stack", "reason", reason, "holder", e.Holder)
+		close(e.Lost)
 	})
 }
 
-// attempt renews the lease (leader) or tries to take it (standby) once. It
+// Attempt renews the lease (leader) or tries to take it (standby) once. It
 // reports whether this call made the daemon leader.
-func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
+func (e *Elector) Attempt(ctx context.Context) (gained bool, err error) {
 	sent := time.Since(e.base)
-	l, held, err := e.store.AcquireLeader(ctx, backend.LeaderClaim{Holder: e.holder, Address: e.address, Mode: e.mode, ConfigHash: e.configHash(), Lease: e.lease})
+	l, held, err := e.store.AcquireLeader(ctx, backend.LeaderClaim{Holder: e.Holder, Address: e.Address, Mode: e.mode, ConfigHash: e.configHash(), Lease: e.lease})
 	cur := e.epoch.Load()
 	if err != nil {
 		if cur != 0 && time.Since(e.base).Nanoseconds() >= e.validUntil.Load() {
-			e.lose(fmt.Sprintf("could not renew the lease for %s: %v", e.lease-grantMargin, err))
+			e.Lose(fmt.Sprintf("could not renew the lease for %s: %v", e.lease-grantMargin, err))
 		}
 		return false, err
 	}
 	e.mu.Lock()
 	prev := e.seen
 	if l.Epoch != e.seen.Epoch && e.seen.Epoch != 0 {
-		e.changes.Add(1)
+		e.Changes.Add(1)
 	}
 	if (l.Epoch != e.seen.Epoch || l.Holder != e.seen.Holder) && e.seenCancel != nil {
 		e.seenCancel()
@@ -143,7 +143,7 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 	case held && (cur == 0 || cur == l.Epoch):
 		if cur == 0 {
 			select {
-			case <-e.lost:
+			case <-e.Lost:
 				return false, nil // stepped down: a new Daemon leads, not this one
 			default:
 			}
@@ -155,14 +155,14 @@ func (e *elector) attempt(ctx context.Context) (gained bool, err error) {
 		e.epoch.Store(l.Epoch)
 		return cur == 0, nil
 	case cur != 0:
-		e.lose(fmt.Sprintf("the lease is held by %s at epoch %d", l.Holder, l.Epoch))
+		e.Lose(fmt.Sprintf("the lease is held by %s at epoch %d", l.Holder, l.Epoch))
 	}
 	return false, nil
 }
 
-// observe reads the leader record into the view, so that a daemon that
+// Observe reads the leader record into the view, so that a daemon that
 // takes the lease at its first attempt knows its predecessor's.
-func (e *elector) observe(ctx context.Context) {
+func (e *Elector) Observe(ctx context.Context) {
 	l, err := e.store.ReadLeader(ctx)
 	if err != nil {
 		return // a missing table, an unreachable backend: the attempt says
@@ -174,12 +174,12 @@ func (e *elector) observe(ctx context.Context) {
 	e.mu.Unlock()
 }
 
-// restoreOptions is how the grants are restored by this daemon, which
+// RestoreOptions is how the grants are restored by this daemon, which
 // just took the lease: the holders of leases that ran out after the
 // predecessor's last renewal had nobody to heartbeat to, so they get one
 // leader lease from now to reach this daemon (none when there was no
 // predecessor).
-func (e *elector) restoreOptions() pools.RestoreOptions {
+func (e *Elector) RestoreOptions() pools.RestoreOptions {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.predecessor
@@ -189,16 +189,16 @@ func (e *elector) restoreOptions() pools.RestoreOptions {
 	return pools.RestoreOptions{Since: p.RenewedAt, Grace: e.lease}
 }
 
-// view returns the leader record as last seen.
-func (e *elector) view() backend.Leader {
+// View returns the leader record as last seen.
+func (e *Elector) View() backend.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.seen
 }
 
-// leaderView returns the leader record as last seen and a context that
+// LeaderView returns the leader record as last seen and a context that
 // ends when another holder or epoch is seen.
-func (e *elector) leaderView() (backend.Leader, context.Context) {
+func (e *Elector) LeaderView() (backend.Leader, context.Context) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.seenCtx == nil {
@@ -207,39 +207,39 @@ func (e *elector) leaderView() (backend.Leader, context.Context) {
 	return e.seen, e.seenCtx
 }
 
-// wake makes the loop try again now (a forward to the leader failed: it
+// Wake makes the loop try again now (a forward to the leader failed: it
 // may have released the lease).
-func (e *elector) wake() {
+func (e *Elector) Wake() {
 	select {
 	case e.nudge <- struct{}{}:
 	default:
 	}
 }
 
-// loop renews or contends until ctx ends or the leadership is lost;
+// Loop renews or contends until ctx ends or the leadership is lost;
 // gained runs (synchronously) each time this daemon takes the lease, and
 // its error steps the daemon down.
-func (e *elector) loop(ctx context.Context, gained func(context.Context) error) {
+func (e *Elector) Loop(ctx context.Context, gained func(context.Context) error) {
 	t := time.NewTimer(e.renew)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-e.lost:
+		case <-e.Lost:
 			return
 		case <-t.C:
 		case <-e.nudge:
 		}
 		actx, cancel := context.WithTimeout(ctx, e.renew)
-		won, err := e.attempt(actx)
+		won, err := e.Attempt(actx)
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("leader election: the backend did not answer", "err", err)
 		case won:
 			if err := gained(ctx); err != nil {
-				e.lose("taking over failed: " + err.Error())
+				e.Lose("taking over failed: " + err.Error())
 				return
 			}
 		}
@@ -249,17 +249,17 @@ func (e *elector) loop(ctx context.Context, gained func(context.Context) error) 
 			default:
 			}
 		}
-		t.Reset(e.next())
+		t.Reset(e.Next())
 	}
 }
 
-// next is the wait before the next attempt: renew, or for a standby the
+// Next is the wait before the next attempt: renew, or for a standby the
 // instant the lease it saw runs out, if sooner.
-func (e *elector) next() time.Duration {
+func (e *Elector) Next() time.Duration {
 	if e.epoch.Load() != 0 {
 		return e.renew
 	}
-	l := e.view()
+	l := e.View()
 	if !l.Live(time.Now()) {
 		return e.renew
 	}
@@ -269,14 +269,14 @@ func (e *elector) next() time.Duration {
 	return e.renew
 }
 
-// resign releases the lease (a graceful shutdown), so that a standby takes
+// Resign releases the lease (a graceful shutdown), so that a standby takes
 // over at its next attempt instead of waiting the lease out.
-func (e *elector) resign(ctx context.Context) error {
+func (e *Elector) Resign(ctx context.Context) error {
 	epoch := e.epoch.Swap(0)
 	if epoch == 0 {
 		return nil
 	}
-	if err := e.store.ReleaseLeader(ctx, e.holder, epoch); err != nil {
+	if err := e.store.ReleaseLeader(ctx, e.Holder, epoch); err != nil {
 		return err
 	}
 	e.log.Info("released the leader lease; a standby takes over at once", "epoch", epoch)
@@ -285,83 +285,94 @@ func (e *elector) resign(ctx context.Context) error {
 
 // leaderPools is the pools.Store of the daemon's pool manager: the
 // backend's store fenced with the epoch this daemon leads under.
-type leaderPools struct {
-	e     *elector
-	fence *fenced[pools.Store]
+type Pools struct {
+	e     *Elector
+	fence *Fenced[pools.Store]
 	plain pools.Store
 }
 
-func (s leaderPools) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
-	epoch, err := s.e.leading()
+func (s Pools) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
+	epoch, err := s.e.Leading()
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence.at(epoch).PutLease(ctx, rec))
+	return s.e.Check(s.fence.at(epoch).PutLease(ctx, rec))
 }
 
-func (s leaderPools) DeleteLease(ctx context.Context, id string) error {
-	epoch, err := s.e.leading()
+func (s Pools) DeleteLease(ctx context.Context, id string) error {
+	epoch, err := s.e.Leading()
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence.at(epoch).DeleteLease(ctx, id))
+	return s.e.Check(s.fence.at(epoch).DeleteLease(ctx, id))
 }
 
-func (s leaderPools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
+func (s Pools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
 	return s.plain.LoadLeases(ctx)
 }
 
 // leaderGrants is leaderPools for the permit and claim records.
-type leaderGrants struct {
-	e     *elector
-	fence *fenced[backend.GrantStore]
+type Grants struct {
+	e     *Elector
+	fence *Fenced[backend.GrantStore]
 	plain backend.GrantStore
 }
 
-func (s leaderGrants) PutGrant(ctx context.Context, id string, body []byte) error {
-	epoch, err := s.e.leading()
+func (s Grants) PutGrant(ctx context.Context, id string, body []byte) error {
+	epoch, err := s.e.Leading()
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence.at(epoch).PutGrant(ctx, id, body))
+	return s.e.Check(s.fence.at(epoch).PutGrant(ctx, id, body))
 }
 
-func (s leaderGrants) DeleteGrant(ctx context.Context, id string) error {
-	epoch, err := s.e.leading()
+func (s Grants) DeleteGrant(ctx context.Context, id string) error {
+	epoch, err := s.e.Leading()
 	if err != nil {
 		return err
 	}
-	return s.e.check(s.fence.at(epoch).DeleteGrant(ctx, id))
+	return s.e.Check(s.fence.at(epoch).DeleteGrant(ctx, id))
 }
 
-func (s leaderGrants) LoadGrants(ctx context.Context) (map[string][]byte, error) {
+func (s Grants) LoadGrants(ctx context.Context) (map[string][]byte, error) {
 	return s.plain.LoadGrants(ctx)
 }
 
 // fenced keeps the store fenced at the latest epoch, so that a write makes
 // a new one only when the epoch changed (a takeover), not every time.
-type fenced[S any] struct {
+type Fenced[S any] struct {
 	fence func(epoch int64) S
-	cur   atomic.Pointer[fencedAt[S]]
+	cur   atomic.Pointer[FencedAt[S]]
 }
 
-type fencedAt[S any] struct {
+type FencedAt[S any] struct {
 	epoch int64
 	store S
 }
 
-func newFenced[S any](fence func(epoch int64) S) *fenced[S] { return &fenced[S]{fence: fence} }
+func NewFenced[S any](fence func(epoch int64) S) *Fenced[S] { return &Fenced[S]{fence: fence} }
 
-func (f *fenced[S]) at(epoch int64) S {
+func (f *Fenced[S]) at(epoch int64) S {
 	if c := f.cur.Load(); c != nil && c.epoch == epoch {
 		return c.store
 	}
-	c := &fencedAt[S]{epoch: epoch, store: f.fence(epoch)}
+	c := &FencedAt[S]{epoch: epoch, store: f.fence(epoch)}
 	f.cur.Store(c)
 	return c.store
 }
 
 var (
-	_ pools.Store        = leaderPools{}
-	_ backend.GrantStore = leaderGrants{}
+	_ pools.Store        = Pools{}
+	_ backend.GrantStore = Grants{}
 )
+
+// NewPools is the pool lease store a leader writes through: plain's
+// reads, and writes through fence(epoch) under the epoch e leads by.
+func NewPools(e *Elector, fence func(epoch int64) pools.Store, plain pools.Store) Pools {
+	return Pools{e: e, fence: NewFenced(fence), plain: plain}
+}
+
+// NewGrants is NewPools for the grant records.
+func NewGrants(e *Elector, fence func(epoch int64) backend.GrantStore, plain backend.GrantStore) Grants {
+	return Grants{e: e, fence: NewFenced(fence), plain: plain}
+}
