@@ -21,10 +21,13 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/arbiter"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/leader"
 	"github.com/rpdhq/rpd/daemon/internal/security"
+	"github.com/rpdhq/rpd/daemon/inventory"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
@@ -114,8 +117,10 @@ type Daemon struct {
 	opts    Options
 	log     *slog.Logger
 	backend *open.Backend
-	// arb holds the stack's grants and runs the components.
+	// arb holds the stack's grants; inv the runner classes and the fleet.
 	arb     *arbiter.Arbiter
+	inv     *inventory.Inventory
+	ec2     *ec2Opener
 	metrics *metrics
 	// elector holds or contends for the stack's leader lease; forward
 	// sends a standby's pools, budgets and ceilings requests to the leader.
@@ -229,6 +234,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	d.forward = newForwarder(d)
 	// The one place the grants' stores are assembled: the backend's,
 	// fenced with the epoch this daemon leads under.
+	d.ec2 = &ec2Opener{stack: cfg.Stack, region: cfg.Backend.Region, profile: cfg.Backend.Profile, log: d.log.With("component", "ec2")}
 	d.arb, err = arbiter.New(arbiter.Options{
 		Logger:      d.log,
 		Clock:       opts.Clock,
@@ -236,17 +242,25 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 		Leases:      leader.NewPools(d.elector, d.backend.FencedPools, d.backend.Pools),
 		Grants:      leader.NewGrants(d.elector, d.backend.FencedGrants, d.backend.Grants),
 		Arbitrating: d.arbitrating,
-		Epoch: func() int64 {
-			epoch, _ := d.elector.Leading()
-			return epoch
-		},
-		Stack: cfg.Stack, Region: cfg.Backend.Region, Profile: cfg.Backend.Profile,
+		EC2:         d.ec2.open,
 	})
 	if err != nil {
 		d.close()
 		return nil, err
 	}
+	d.inv = inventory.New(inventory.Options{
+		Logger:      d.log,
+		Backend:     d.backend,
+		Arbiter:     d.arb,
+		Arbitrating: d.arbitrating,
+		Epoch: func() int64 {
+			epoch, _ := d.elector.Leading()
+			return epoch
+		},
+		EC2: d.ec2.open,
+	}, opts.Clock.Now)
 	d.metrics.reg.MustRegister(d.arb.Collectors()...)
+	d.metrics.reg.MustRegister(d.inv.Collectors()...)
 	if opts.Mode == ModeWatch {
 		d.apply = d.reconcileApply
 	}
@@ -255,7 +269,7 @@ func New(ctx context.Context, opts Options) (*Daemon, error) {
 	var res api.ReloadResult
 	if opts.Mode == ModeWatch {
 		res = api.ReloadResult{Error: "start-up cancelled"}
-		d.reloader.do(ctx, func() { res = d.applyDoc(ctx, d.reloader.state(), arbiter.WatchInput(cfg), hash, time.Now()) })
+		d.reloader.do(ctx, func() { res = d.applyDoc(ctx, d.reloader.state(), component.WatchInput(cfg), hash, time.Now()) })
 	} else {
 		res = d.Reload(ctx)
 	}
@@ -373,6 +387,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Go(func() { d.arb.Run(loopCtx, d.opts.SweepInterval) })
+	loops.Go(func() { d.inv.Run(loopCtx, d.opts.SweepInterval) })
 	switch d.opts.Mode {
 	case ModeWatch:
 		if d.opts.ManualReload {
@@ -485,9 +500,37 @@ func (d *Daemon) close() {
 
 // closeRuntime stops the components and writes the queued record deletes.
 func (d *Daemon) closeRuntime() {
+	if d.inv != nil {
+		d.inv.Close()
+	}
 	if d.arb != nil {
 		d.arb.Close()
 	}
+}
+
+// ec2Opener opens the stack's EC2 client on first use, from the AWS
+// configuration chain (the backend block's region and profile, when the
+// aws backend is used), for the fleet and usage "ec2" ceilings alike.
+type ec2Opener struct {
+	stack, region, profile string
+	log                    *slog.Logger
+
+	mu sync.Mutex
+	c  *ec2.Client
+}
+
+func (o *ec2Opener) open(ctx context.Context) (*ec2.Client, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.c != nil {
+		return o.c, nil
+	}
+	c, err := ec2.Open(ctx, ec2.Options{Stack: o.stack, Region: o.region, Profile: o.profile, Logger: o.log})
+	if err != nil {
+		return nil, err
+	}
+	o.c = c
+	return c, nil
 }
 
 func (d *Daemon) closeBackend() {

@@ -14,7 +14,7 @@
 // daemon/internal/httpapi is the error model and the body guards both use.
 //
 // The daemon's only input is the runtime document (reconcile.RuntimeDoc):
-// watch mode builds it from the loaded configuration (arbiter.WatchInput),
+// watch mode builds it from the loaded configuration (component.WatchInput),
 // keeping each entry's source range for error messages; serve mode reads it
 // from the backend's state store.
 //

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/daemon/arbiter"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -110,7 +110,7 @@ func (d *Daemon) follow(ctx context.Context, force bool) api.ReloadResult {
 	if rd.Stack != "" && rd.Stack != d.stack {
 		return d.reject(prev, hash, start, fmt.Errorf("runtime document version %d belongs to stack %q, not %q", version, rd.Stack, d.stack))
 	}
-	res := d.applyDoc(ctx, prev, arbiter.DocInput(rd, d.base), hash, start)
+	res := d.applyDoc(ctx, prev, component.DocInput(rd, d.base), hash, start)
 	if res.OK {
 		// Status reports the version of the document in force, not of one
 		// that was rejected.

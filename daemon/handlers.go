@@ -147,45 +147,45 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 
 func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
 	if req, ok := decoded[api.PickupRequest](d, w, r); ok {
-		inst, giveBack, err := d.arb.Pickup(r.Context(), r.PathValue("class"), req)
+		inst, giveBack, err := d.inv.Pickup(r.Context(), r.PathValue("class"), req)
 		d.grantAnswer(w, r, inst, giveBack, err)
 	}
 }
 
 func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
 	if req, ok := decoded[api.ConfirmInstanceRequest](d, w, r); ok {
-		inst, err := d.arb.ConfirmInstance(r.Context(), r.PathValue("id"), req)
+		inst, err := d.inv.ConfirmInstance(r.Context(), r.PathValue("id"), req)
 		d.answer(w, r, inst, err)
 	}
 }
 
 func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
 	if req, ok := decoded[api.Instance](d, w, r); ok {
-		inst, err := d.arb.Offer(r.Context(), r.PathValue("class"), req)
+		inst, err := d.inv.Offer(r.Context(), r.PathValue("class"), req)
 		d.answer(w, r, inst, err)
 	}
 }
 
 func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
 	if req, ok := decoded[api.ReleaseInstanceRequest](d, w, r); ok {
-		inst, err := d.arb.ReleaseInstance(r.Context(), r.PathValue("id"), req)
+		inst, err := d.inv.ReleaseInstance(r.Context(), r.PathValue("id"), req)
 		d.answer(w, r, inst, err)
 	}
 }
 
 func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
-	_ = httpapi.WriteJSONConditional(w, r, api.ClassList{Classes: d.arb.Classes(r.Context())})
+	_ = httpapi.WriteJSONConditional(w, r, api.ClassList{Classes: d.inv.Classes(r.Context())})
 }
 
 func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
-	cl, err := d.arb.Class(r.Context(), r.PathValue("class"))
+	cl, err := d.inv.Class(r.Context(), r.PathValue("class"))
 	d.answer(w, r, cl, err)
 }
 
 func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 	win, err := httpapi.PageBounds[api.Instance](r.URL.Query())
 	if err == nil {
-		err = d.arb.Instances(r.Context(), r.PathValue("class"), r.URL.Query().Get("state"), &win)
+		err = d.inv.Instances(r.Context(), r.PathValue("class"), r.URL.Query().Get("state"), &win)
 	}
 	if err != nil {
 		d.fail(w, r, err)
@@ -195,6 +195,6 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 }
 
 func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
-	inst, err := d.arb.Instance(r.Context(), r.PathValue("id"))
+	inst, err := d.inv.Instance(r.Context(), r.PathValue("id"))
 	d.answer(w, r, inst, err)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/daemon/arbiter"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/spec"
@@ -157,20 +157,20 @@ func (d *Daemon) reloadFiles(ctx context.Context, force bool) api.ReloadResult {
 	if err != nil {
 		return d.reject(prev, snap.Hash, start, err)
 	}
-	return d.applyDoc(ctx, prev, arbiter.WatchInput(cfg), snap.Hash, start)
+	return d.applyDoc(ctx, prev, component.WatchInput(cfg), snap.Hash, start)
 }
 
 // applyDoc is build → validate → swap for a runtime document: every
 // set is prepared before anything is touched, and a failure keeps the last
 // good configuration active. It runs on the reloader's owner (or in New,
 // before anything else can reload).
-func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *arbiter.Input, hash string, start time.Time) api.ReloadResult {
+func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *component.Input, hash string, start time.Time) api.ReloadResult {
 	cfg := in.Config()
 	creds, err := d.checkSecurity(cfg)
 	if err != nil {
 		return d.reject(prev, hash, start, err)
 	}
-	commits, err := d.arb.Prepare(in)
+	commits, err := d.prepare(in)
 	if err != nil {
 		return d.reject(prev, hash, start, err)
 	}
@@ -191,6 +191,7 @@ func (d *Daemon) applyDoc(ctx context.Context, prev *reloadState, in *arbiter.In
 		}
 	}
 	changes, commitErr := d.arb.Commit(ctx, commits)
+	d.inv.Sweep(ctx)
 	if prev.cfg != nil && prev.cfg.Token != cfg.Token {
 		changes = append(changes, "rpd.token: changed")
 	}
@@ -332,7 +333,7 @@ func (d *Daemon) Status() api.Status {
 		StateVersion:  d.stateVersion.Load(),
 		LastReload:    st.last,
 		StartedAt:     d.started.UTC(),
-		Components:    d.arb.Components(),
+		Components:    d.components(),
 		Version:       buildVersion(),
 	}
 	if st.cfg != nil {
@@ -348,5 +349,23 @@ func (d *Daemon) Status() api.Status {
 		out.Leader = &api.LeaderStatus{Holder: l.Holder, Address: l.Address, Mode: l.Mode, Epoch: l.Epoch, Since: l.AcquiredAt, ExpiresAt: l.ExpiresAt, ConfigHash: l.ConfigHash}
 		out.ConfigMatchesLeader = l.ConfigHash == st.hash
 	}
+	return out
+}
+
+// prepare prepares every set, the arbiter's and the inventory's: all of
+// them, or every problem found.
+func (d *Daemon) prepare(in *component.Input) ([]component.CommitFunc, error) {
+	grants, err1 := d.arb.Prepare(in)
+	runners, err2 := d.inv.Prepare(in)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	return append(grants, runners...), nil
+}
+
+// components reports every component for /v1/status.
+func (d *Daemon) components() api.Components {
+	out := d.arb.Components()
+	d.inv.Status(&out)
 	return out
 }

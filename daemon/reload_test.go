@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/daemon/arbiter"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/watch"
 	"github.com/rpdhq/rpd/spec"
 )
@@ -236,7 +236,7 @@ func TestFingerprintIgnoresPositions(t *testing.T) {
 	a, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 2 }\n")}}, spec.Vars{})
 	b, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"b.hcl": []byte("\n\n# moved\npool \"p\" {\n  slots = 2\n}\n")}}, spec.Vars{})
 	c, _ := loadSnapshot(watch.Snapshot{Files: map[string][]byte{"a.hcl": []byte("pool \"p\" { slots = 3 }\n")}}, spec.Vars{})
-	fp := func(cfg *spec.Config) string { return fingerprint(arbiter.WatchInput(cfg).Doc()) }
+	fp := func(cfg *spec.Config) string { return fingerprint(component.WatchInput(cfg).Doc()) }
 	if fp(a) != fp(b) {
 		t.Fatal("moving a block changed the fingerprint")
 	}

@@ -11,11 +11,11 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
-	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
-	"github.com/rpdhq/rpd/spec"
 )
 
 // Options configure an Arbiter.
@@ -32,15 +32,12 @@ type Options struct {
 	Leases pools.Store
 	Grants backend.GrantStore
 	// Arbitrating reports whether this daemon arbitrates now: it leads the
-	// stack and has restored its grants. Only then do the fleet loop run
-	// and the grant kinds' series export.
+	// stack and has restored its grants. Only then do the grant kinds'
+	// series export (a standby's zeros would make sums wrong).
 	Arbitrating func() bool
-	// Epoch is the leader epoch this daemon leads under (0: none); the
-	// fleet stamps its launch intents with it.
-	Epoch func() int64
-	// Stack, Region and Profile open the EC2 client of the fleet and of
-	// usage "ec2" ceilings.
-	Stack, Region, Profile string
+	// EC2 opens the stack's EC2 client, for usage "ec2" ceilings; nil:
+	// such a ceiling is refused.
+	EC2 func(ctx context.Context) (*ec2.Client, error)
 }
 
 // Arbiter holds the stack's grants: the component sets kept in step with
@@ -72,9 +69,6 @@ func New(opts Options) (*Arbiter, error) {
 	if opts.Arbitrating == nil {
 		opts.Arbitrating = func() bool { return true }
 	}
-	if opts.Epoch == nil {
-		opts.Epoch = func() int64 { return 0 }
-	}
 	a := &Arbiter{opts: opts, log: opts.Logger, clock: opts.Clock, backend: opts.Backend}
 	a.leaseStore = newAsyncDeleteStore(opts.Leases, a.log)
 	a.grants = newGrants(opts.Grants, a.log)
@@ -85,15 +79,14 @@ func New(opts Options) (*Arbiter, error) {
 		a.grants.close()
 		return nil, err
 	}
-	a.comp = newComponents(a.log, pm, opts.Backend, opts.Clock.Now)
-	a.comp.fleet = newFleetSet(a, a.log)
-	a.comp.ceilings.ec2 = a.comp.fleet.client
+	a.comp = newComponents(a.log, pm, opts.Backend)
+	a.comp.ceilings.ec2 = opts.EC2
 	return a, nil
 }
 
 // Collectors are the arbiter's Prometheus series, read at scrape time.
 func (a *Arbiter) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{&componentCollector{a: a}, fleetCollector{a.comp.fleet}}
+	return []prometheus.Collector{&componentCollector{a: a}}
 }
 
 // SetStopping marks the daemon as shutting down: a request whose wait
@@ -108,75 +101,38 @@ func (a *Arbiter) Close() {
 	a.grants.close()
 }
 
-// Run sweeps idle dropped components every sweepEvery, maintains the
-// runner classes' queues and runs the fleet, until ctx ends.
+// Run sweeps idle dropped components every sweepEvery until ctx ends.
 func (a *Arbiter) Run(ctx context.Context, sweepEvery time.Duration) {
-	done := make(chan struct{}, 2)
-	go func() { a.maintainLoop(ctx); done <- struct{}{} }()
-	go func() { a.fleetLoop(ctx); done <- struct{}{} }()
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			<-done
-			<-done
 			return
 		case <-t.C:
-			a.comp.sweep(ctx)
-			a.grants.sweepClaims(a.comp.ceilings.claimLive)
+			a.Sweep(ctx)
 		}
 	}
 }
 
-// newComponents builds the daemon's sets, empty, on the open backend.
-func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend, now func() time.Time) *components {
-	openClass := func(pc pickup.Config, queue string) (*pickup.Manager, error) {
-		return pickup.NewManager(pc, be.Queue(queue), be.Instances, pickup.Options{
-			Logger: log.With("runner_class", pc.Class),
-			Depth:  queueDepth(be.Queues, queue),
-		})
-	}
+// newComponents builds the arbiter's sets, empty.
+func newComponents(log *slog.Logger, pm *pools.Manager, be *open.Backend) *components {
 	return &components{
 		pools:    newPoolSet(log, pm, be.Pools.LoadLeases),
 		budgets:  newBudgetSet(log),
 		ceilings: newCeilingSet(log),
-		classes:  newClassSet(log, be.Config.Type == "local", openClass, now),
 	}
-}
-
-func queueDepth(admin backend.QueueAdmin, name string) func(ctx context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
-		info, err := admin.DescribeQueue(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		return info.Visible, nil
-	}
-}
-
-// Input is what a reload runs: see input.
-type Input = input
-
-// CommitFunc applies a prepared change: see commitFunc.
-type CommitFunc = commitFunc
-
-// WatchInput is watch mode's input: the document applying cfg would write.
-func WatchInput(cfg *spec.Config) *Input { return watchInput(cfg) }
-
-// DocInput is serve mode's input: the state store's runtime document,
-// with the start-up configuration (its entries carry no source ranges).
-func DocInput(doc *reconcile.RuntimeDoc, cfg *spec.Config) *Input {
-	return &input{doc: doc, cfg: cfg}
 }
 
 // Prepare validates in against every set and builds what is new,
 // changing nothing: all of it, or an error joining every problem found.
-func (a *Arbiter) Prepare(in *Input) ([]CommitFunc, error) { return a.comp.prepare(in) }
+func (a *Arbiter) Prepare(in *component.Input) ([]component.CommitFunc, error) {
+	return component.Prepare(in, a.comp.sets()...)
+}
 
 // Commit applies prepared changes, then sweeps; it returns one line per
 // component changed.
-func (a *Arbiter) Commit(ctx context.Context, commits []CommitFunc) ([]string, error) {
+func (a *Arbiter) Commit(ctx context.Context, commits []component.CommitFunc) ([]string, error) {
 	return a.comp.commit(ctx, commits)
 }
 
@@ -189,12 +145,6 @@ func (a *Arbiter) Components() api.Components {
 	}
 	return out
 }
-
-// Config is the configuration in carries (see input.cfg).
-func (in *input) Config() *spec.Config { return in.cfg }
-
-// Doc is the runtime document in runs.
-func (in *input) Doc() *reconcile.RuntimeDoc { return in.doc }
 
 // BudgetsInUse reports what each budget has handed out.
 func (a *Arbiter) BudgetsInUse() map[string]reconcile.BudgetUse { return a.comp.budgets.inUse() }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -14,14 +13,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fatjob"
 )
 
-// budgetConfig is the one conversion of a budget entry to the fatjob
+// BudgetConfig is the one conversion of a budget entry to the fatjob
 // package's configuration; an unset spill_slots is unlimited.
-func budgetConfig(e reconcile.BudgetEntry) fatjob.Config {
+func BudgetConfig(e reconcile.BudgetEntry) fatjob.Config {
 	c := fatjob.Config{ScanRingBytes: e.ScanRing, DeltaCacheBytes: e.DeltaCache, MaxQueued: e.MaxQueued}
 	if e.SpillSlots.Set {
 		c.SpillSlots = fatjob.LimitedSpill(e.SpillSlots.Value)
@@ -34,7 +34,7 @@ type budget struct {
 	name  string
 	pool  *fatjob.Pool
 	entry reconcile.BudgetEntry
-	retention
+	component.Retention
 }
 
 // budgetSet is the budgets of the configuration, a fatjob.Pool each.
@@ -45,19 +45,19 @@ type budgetSet struct {
 	m  map[string]*budget
 }
 
-var _ componentSet = (*budgetSet)(nil)
+var _ component.Set = (*budgetSet)(nil)
 
 func newBudgetSet(log *slog.Logger) *budgetSet {
 	return &budgetSet{log: log, m: map[string]*budget{}}
 }
 
-func (s *budgetSet) prepare(in *input) (commitFunc, error) {
+func (s *budgetSet) Prepare(in *component.Input) (component.CommitFunc, error) {
 	s.mu.Lock()
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
-	entries := in.doc.Budgets
-	fresh, err := prepareEach(in, reconcile.TypeBudget, entries, func(name string, e reconcile.BudgetEntry) (*fatjob.Pool, bool, error) {
-		fc := budgetConfig(e)
+	entries := in.Doc().Budgets
+	fresh, err := component.PrepareEach(in, reconcile.TypeBudget, entries, func(name string, e reconcile.BudgetEntry) (*fatjob.Pool, bool, error) {
+		fc := BudgetConfig(e)
 		if err := fc.Validate(); err != nil {
 			return nil, false, err
 		}
@@ -76,36 +76,36 @@ func (s *budgetSet) prepare(in *input) (commitFunc, error) {
 func (s *budgetSet) commit(entries map[string]reconcile.BudgetEntry, fresh map[string]*fatjob.Pool) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return commitEach(reconcile.TypeBudget, s.m, entries, func(name string, e reconcile.BudgetEntry, cur *budget, had bool) (string, error) {
+	return component.CommitEach(reconcile.TypeBudget, s.m, entries, func(name string, e reconcile.BudgetEntry, cur *budget, had bool) (string, error) {
 		if !had {
 			fp := fresh[name]
 			if fp == nil { // swept since prepare
 				var err error
-				if fp, err = fatjob.New(budgetConfig(e)); err != nil {
+				if fp, err = fatjob.New(BudgetConfig(e)); err != nil {
 					return "", err
 				}
 			}
 			s.m[name] = &budget{name: name, pool: fp, entry: e}
 			return fmt.Sprintf("budget.%s: created", name), nil
 		}
-		cur.retained = false
+		cur.Retained = false
 		if cur.entry == e {
 			return "", nil
 		}
-		if err := cur.pool.Reconfigure(budgetConfig(e)); err != nil {
+		if err := cur.pool.Reconfigure(BudgetConfig(e)); err != nil {
 			return "", err
 		}
-		change := entryChange("budget."+name, cur.entry, e)
+		change := component.EntryChange("budget."+name, cur.entry, e)
 		cur.entry = e
 		return change, nil
 	})
 }
 
-func (s *budgetSet) sweep(ctx context.Context) {
+func (s *budgetSet) Sweep(ctx context.Context) {
 	var removed []string
 	s.mu.Lock()
 	for name, b := range s.m {
-		if st := b.pool.Stats(); b.retained && st.ScanRingInUse == 0 && st.DeltaCacheInUse == 0 && st.SpillSlotsInUse == 0 && st.Queued == 0 {
+		if st := b.pool.Stats(); b.Retained && st.ScanRingInUse == 0 && st.DeltaCacheInUse == 0 && st.SpillSlotsInUse == 0 && st.Queued == 0 {
 			delete(s.m, name)
 			removed = append(removed, name)
 		}
@@ -116,14 +116,14 @@ func (s *budgetSet) sweep(ctx context.Context) {
 	}
 }
 
-func (s *budgetSet) close() {}
+func (s *budgetSet) Close() {}
 
 // live returns the pool of a declared budget (not of a removed one).
 func (s *budgetSet) live(name string) (*fatjob.Pool, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.m[name]
-	if !ok || b.retained {
+	if !ok || b.Retained {
 		return nil, false
 	}
 	return b.pool, true
@@ -151,7 +151,7 @@ func (s *budgetSet) list() []api.BudgetStatus {
 	return out
 }
 
-func (s *budgetSet) status(out *api.Components) { out.Budgets = s.list() }
+func (s *budgetSet) Status(out *api.Components) { out.Budgets = s.list() }
 
 // inUse reports what each budget has handed out.
 func (s *budgetSet) inUse() map[string]reconcile.BudgetUse {
@@ -173,7 +173,7 @@ func budgetStatus(b *budget) api.BudgetStatus {
 		ScanRing:   api.Resource{Total: p.ScanRingTotal(), Available: p.ScanRingAvailable()},
 		DeltaCache: api.Resource{Total: p.DeltaCacheTotal(), Available: p.DeltaCacheAvailable()},
 		Queued:     st.Queued,
-		Retained:   b.retained,
+		Retained:   b.Retained,
 	}
 	total, limited := p.SpillSlotsTotal()
 	avail, _ := p.SpillSlotsAvailable()
@@ -193,21 +193,21 @@ func (s *budgetSet) collect(ch chan<- prometheus.Metric, held map[string]int) {
 	for _, b := range list {
 		n, p := b.name, b.pool
 		st := p.Stats()
-		gauge(ch, descBudgetBytes, float64(p.ScanRingTotal()), n, "scan_ring")
-		gauge(ch, descBudgetBytes, float64(p.DeltaCacheTotal()), n, "delta_cache")
-		gauge(ch, descBudgetBytesInUse, float64(st.ScanRingInUse), n, "scan_ring")
-		gauge(ch, descBudgetBytesInUse, float64(st.DeltaCacheInUse), n, "delta_cache")
+		component.Gauge(ch, descBudgetBytes, float64(p.ScanRingTotal()), n, "scan_ring")
+		component.Gauge(ch, descBudgetBytes, float64(p.DeltaCacheTotal()), n, "delta_cache")
+		component.Gauge(ch, descBudgetBytesInUse, float64(st.ScanRingInUse), n, "scan_ring")
+		component.Gauge(ch, descBudgetBytesInUse, float64(st.DeltaCacheInUse), n, "delta_cache")
 		if total, limited := p.SpillSlotsTotal(); limited {
-			gauge(ch, descBudgetSpill, float64(total), n)
+			component.Gauge(ch, descBudgetSpill, float64(total), n)
 		}
-		gauge(ch, descBudgetSpillInUse, float64(st.SpillSlotsInUse), n)
-		gauge(ch, descBudgetQueued, float64(st.Queued), n)
-		gauge(ch, descPermitsHeld, float64(held[n]), n)
-		counter(ch, descBudgetEvents, float64(st.Granted), n, "granted")
-		counter(ch, descBudgetEvents, float64(st.Denied), n, "denied")
-		counter(ch, descBudgetEvents, float64(st.Waited), n, "waited")
-		counter(ch, descBudgetEvents, float64(st.Cancelled), n, "cancelled")
-		counter(ch, descBudgetWaitSecs, st.WaitTime.Seconds(), n)
+		component.Gauge(ch, descBudgetSpillInUse, float64(st.SpillSlotsInUse), n)
+		component.Gauge(ch, descBudgetQueued, float64(st.Queued), n)
+		component.Gauge(ch, descPermitsHeld, float64(held[n]), n)
+		component.Counter(ch, descBudgetEvents, float64(st.Granted), n, "granted")
+		component.Counter(ch, descBudgetEvents, float64(st.Denied), n, "denied")
+		component.Counter(ch, descBudgetEvents, float64(st.Waited), n, "waited")
+		component.Counter(ch, descBudgetEvents, float64(st.Cancelled), n, "cancelled")
+		component.Counter(ch, descBudgetWaitSecs, st.WaitTime.Seconds(), n)
 	}
 }
 
@@ -259,9 +259,9 @@ func (a *Arbiter) AcquirePermit(ctx context.Context, name string, req api.Permit
 				var ok bool
 				if perm, ok = pool.TryAcquire(fr); !ok {
 					if exceeds(pool, fr) {
-						return api.Lease{}, unavailable("the permit asks for more than budget " + name + " holds in total; it can never be granted")
+						return api.Lease{}, httpapi.Conflict("the permit asks for more than budget " + name + " holds in total; it can never be granted")
 					}
-					return api.Lease{}, unavailable("budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue")
+					return api.Lease{}, httpapi.Conflict("budget " + name + " cannot grant the permit now; retry, or pass wait_seconds to wait in its queue")
 				}
 			} else {
 				var err error
@@ -274,7 +274,7 @@ func (a *Arbiter) AcquirePermit(ctx context.Context, name string, req api.Permit
 		fail: func(err error) error {
 			switch {
 			case errors.Is(err, fatjob.ErrExceedsCapacity):
-				return unavailable(err.Error())
+				return httpapi.Conflict(err.Error())
 			case errors.Is(err, context.DeadlineExceeded):
 				return httpapi.WaitTimedOut(fmt.Sprintf("budget %s: a permit for %d scan-ring bytes, %d delta-cache bytes (spill %v)", name, fr.ScanRingBytes, fr.DeltaCacheBytes, fr.NeedsSpillSlot), wait)
 			}
@@ -289,11 +289,6 @@ func (a *Arbiter) AcquirePermit(ctx context.Context, name string, req api.Permit
 		return api.Lease{}, nil, err
 	}
 	return l, func() { _ = a.permits.release(l.LeaseID, "") }, nil
-}
-
-// unavailable is the 409 of a grant that cannot be made now.
-func unavailable(msg string) *httpapi.Error {
-	return &httpapi.Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: msg}
 }
 
 // ReleasePermit ends a permit of budget name.

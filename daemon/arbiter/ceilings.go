@@ -17,6 +17,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
@@ -24,9 +25,9 @@ import (
 	"github.com/rpdhq/rpd/spec"
 )
 
-// ceilingConfig is the one conversion of a VM-ceiling entry to the ledger
+// CeilingConfig is the one conversion of a VM-ceiling entry to the ledger
 // package's configuration and usage source (nil when figures are pushed).
-func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
+func CeilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource) {
 	c := ledger.Config{Max: e.Max, ClaimTTL: time.Duration(e.ClaimTTL), PollInterval: time.Duration(e.PollInterval),
 		StaleAfter: time.Duration(e.StaleAfter), Grant: ledger.GrantMode(e.Grant), MaxQueued: e.MaxQueued}
 	if e.Usage.Type != spec.UsageHTTP {
@@ -37,12 +38,12 @@ func ceilingConfig(e reconcile.CeilingEntry) (ledger.Config, *ledger.HTTPSource)
 
 // ceiling is one VM ceiling's ledger and its usage poll loop.
 type ceiling struct {
-	name      string
-	ledger    *ledger.Ledger
-	entry     reconcile.CeilingEntry
-	retention                    // kept while claims count
-	stop      context.CancelFunc // ends the usage poll loop; nil without a usage source
-	done      chan struct{}
+	name                string
+	ledger              *ledger.Ledger
+	entry               reconcile.CeilingEntry
+	component.Retention                    // kept while claims count
+	stop                context.CancelFunc // ends the usage poll loop; nil without a usage source
+	done                chan struct{}
 }
 
 // ceilingSet is the VM ceilings of the configuration, a ledger each.
@@ -59,7 +60,7 @@ type ceilingSet struct {
 	m  map[string]*ceiling
 }
 
-var _ componentSet = (*ceilingSet)(nil)
+var _ component.Set = (*ceilingSet)(nil)
 
 func newCeilingSet(log *slog.Logger) *ceilingSet {
 	return &ceilingSet{log: log, claimBase: randomClaimBase(), m: map[string]*ceiling{}}
@@ -77,13 +78,13 @@ func (s *ceilingSet) newLedger(name string, lc ledger.Config) (*ledger.Ledger, e
 	return ledger.New(lc, ledger.WithLogger(s.log.With("vm_ceiling", name)), ledger.WithFirstClaimID(s.claimBase))
 }
 
-func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
+func (s *ceilingSet) Prepare(in *component.Input) (component.CommitFunc, error) {
 	s.mu.Lock()
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
-	entries := in.doc.VMCeilings
-	fresh, err := prepareEach(in, reconcile.TypeVMCeiling, entries, func(name string, e reconcile.CeilingEntry) (*ledger.Ledger, bool, error) {
-		lc, _ := ceilingConfig(e)
+	entries := in.Doc().VMCeilings
+	fresh, err := component.PrepareEach(in, reconcile.TypeVMCeiling, entries, func(name string, e reconcile.CeilingEntry) (*ledger.Ledger, bool, error) {
+		lc, _ := CeilingConfig(e)
 		if err := lc.Validate(); err != nil {
 			return nil, false, err
 		}
@@ -105,8 +106,8 @@ func (s *ceilingSet) prepare(in *input) (commitFunc, error) {
 func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map[string]*ledger.Ledger) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return commitEach(reconcile.TypeVMCeiling, s.m, entries, func(name string, e reconcile.CeilingEntry, cur *ceiling, had bool) (string, error) {
-		lc, _ := ceilingConfig(e)
+	return component.CommitEach(reconcile.TypeVMCeiling, s.m, entries, func(name string, e reconcile.CeilingEntry, cur *ceiling, had bool) (string, error) {
+		lc, _ := CeilingConfig(e)
 		if !had {
 			l := fresh[name]
 			if l == nil { // swept since prepare
@@ -121,14 +122,14 @@ func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map
 			s.m[name] = ce
 			return fmt.Sprintf("vm_ceiling.%s: created", name), nil
 		}
-		cur.retained = false
+		cur.Retained = false
 		if cur.entry == e {
 			return "", nil
 		}
 		if err := cur.ledger.Reconfigure(lc); err != nil {
 			return "", err
 		}
-		change := entryChange("vm_ceiling."+name, cur.entry, e)
+		change := component.EntryChange("vm_ceiling."+name, cur.entry, e)
 		usageChanged := cur.entry.Usage != e.Usage
 		cur.entry = e
 		if usageChanged {
@@ -181,12 +182,12 @@ func waitAll(chans []<-chan struct{}) {
 	}
 }
 
-func (s *ceilingSet) sweep(ctx context.Context) {
+func (s *ceilingSet) Sweep(ctx context.Context) {
 	var removed []string
 	var stopped []<-chan struct{}
 	s.mu.Lock()
 	for name, ce := range s.m {
-		if st := ce.ledger.Status(); ce.retained && st.LocalClaims == 0 && st.Queued == 0 {
+		if st := ce.ledger.Status(); ce.Retained && st.LocalClaims == 0 && st.Queued == 0 {
 			stopped = append(stopped, ce.stopUsage())
 			delete(s.m, name)
 			removed = append(removed, name)
@@ -199,7 +200,7 @@ func (s *ceilingSet) sweep(ctx context.Context) {
 	}
 }
 
-func (s *ceilingSet) close() {
+func (s *ceilingSet) Close() {
 	var stopped []<-chan struct{}
 	s.mu.Lock()
 	for _, ce := range s.m {
@@ -216,7 +217,7 @@ func (s *ceilingSet) find(name string, forNew bool) (*ledger.Ledger, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ce, ok := s.m[name]
-	if !ok || (forNew && ce.retained) {
+	if !ok || (forNew && ce.Retained) {
 		return nil, false
 	}
 	return ce.ledger, true
@@ -237,7 +238,7 @@ func (s *ceilingSet) snapshot() []*ceiling {
 	s.mu.Lock()
 	out := make([]*ceiling, 0, len(s.m))
 	for _, ce := range s.m {
-		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, retention: ce.retention})
+		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, Retention: ce.Retention})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b *ceiling) int { return strings.Compare(a.name, b.name) })
@@ -270,14 +271,14 @@ func (s *ceilingSet) list() []api.CeilingStatus {
 	return out
 }
 
-func (s *ceilingSet) status(out *api.Components) { out.Ceilings = s.list() }
+func (s *ceilingSet) Status(out *api.Components) { out.Ceilings = s.list() }
 
 func ceilingStatus(ce *ceiling) api.CeilingStatus {
 	st := ce.ledger.Status()
 	out := api.CeilingStatus{
 		Name: ce.name, Max: st.Max, ProviderActive: st.ProviderActive, LocalClaims: st.LocalClaims,
 		Effective: st.Effective, Available: st.Available, Queued: st.Queued, Stale: st.Stale,
-		LastError: st.LastError, Retained: ce.retained,
+		LastError: st.LastError, Retained: ce.Retained,
 	}
 	if !st.LastUsageAt.IsZero() {
 		t := st.LastUsageAt
@@ -293,20 +294,20 @@ func (s *ceilingSet) collect(ch chan<- prometheus.Metric) {
 	for _, ce := range list {
 		n := ce.name
 		st := ce.ledger.Status()
-		gauge(ch, descCeilingMax, float64(st.Max), n)
-		gauge(ch, descCeilingActive, float64(st.ProviderActive), n)
-		gauge(ch, descCeilingClaims, float64(st.LocalClaims), n)
-		gauge(ch, descCeilingEffective, float64(st.Effective), n)
-		gauge(ch, descCeilingAvailable, float64(st.Available), n)
-		gauge(ch, descCeilingQueued, float64(st.Queued), n)
-		gauge(ch, descCeilingStale, b2f(st.Stale), n)
+		component.Gauge(ch, descCeilingMax, float64(st.Max), n)
+		component.Gauge(ch, descCeilingActive, float64(st.ProviderActive), n)
+		component.Gauge(ch, descCeilingClaims, float64(st.LocalClaims), n)
+		component.Gauge(ch, descCeilingEffective, float64(st.Effective), n)
+		component.Gauge(ch, descCeilingAvailable, float64(st.Available), n)
+		component.Gauge(ch, descCeilingQueued, float64(st.Queued), n)
+		component.Gauge(ch, descCeilingStale, component.B2F(st.Stale), n)
 		ev := ce.ledger.Stats()
 		for _, e := range []struct {
 			ev string
 			v  uint64
 		}{{"granted", ev.Granted}, {"queued", ev.Queued}, {"expired_unconfirmed", ev.ExpiredUnconfirmed}, {"denied_stale", ev.DeniedStale},
 			{"source_errors", ev.SourceErrors}, {"figures", ev.Figures}, {"confirmed", ev.Confirmed}, {"retired", ev.Retired}, {"cancelled", ev.Cancelled}, {"restored", ev.Restored}} {
-			counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
+			component.Counter(ch, descCeilingEvents, float64(e.v), n, e.ev)
 		}
 	}
 }
@@ -474,4 +475,66 @@ func (a *Arbiter) PutUsage(name string, req api.UsageRequest) (api.CeilingStatus
 		return api.CeilingStatus{}, httpapi.NotFound("vm_ceiling %q was removed from the configuration while the figure was recorded", name)
 	}
 	return st.CeilingStatus, nil
+}
+
+// usageSource is a ceiling's usage source: an HTTP figure, the stack's EC2
+// instances, or none (figures pushed).
+func (s *ceilingSet) usageSource(e reconcile.CeilingEntry) (ledger.UsageSource, error) {
+	if _, src := CeilingConfig(e); src != nil {
+		return src, nil
+	}
+	if e.Usage.Type != spec.UsageEC2 {
+		return nil, nil
+	}
+	if s.ec2 == nil {
+		return nil, errors.New("usage \"ec2\" needs an EC2 client, and this daemon has none")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := s.ec2(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("usage \"ec2\": %w", err)
+	}
+	return &ec2.UsageSource{Client: cl, VCPUs: e.Usage.Unit == spec.UsageUnitCPUs, Tags: e.Usage.Tags.Map()}, nil
+}
+
+// entry returns a ceiling's document entry.
+func (s *ceilingSet) entry(name string) (reconcile.CeilingEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ce, ok := s.m[name]
+	if !ok {
+		return reconcile.CeilingEntry{}, false
+	}
+	return ce.entry, true
+}
+
+// The fleet's claims: one claim per VM it launches, taken by the fleet's
+// own principal and recorded like a claim over HTTP, so a new leader
+// restores it.
+
+// CeilingLedger returns the ledger of VM ceiling name; with forNew a
+// retained ceiling (dropped from the configuration) is refused.
+func (a *Arbiter) CeilingLedger(name string, forNew bool) (*ledger.Ledger, bool) {
+	return a.comp.ceilings.find(name, forNew)
+}
+
+// CeilingEntry returns VM ceiling name's document entry.
+func (a *Arbiter) CeilingEntry(name string) (reconcile.CeilingEntry, bool) {
+	return a.comp.ceilings.entry(name)
+}
+
+// RecordClaim records claim c of ceiling (again, after a confirm), owned by
+// ctx's principal the first time.
+func (a *Arbiter) RecordClaim(ctx context.Context, ceiling string, c *ledger.Claim) error {
+	return a.grants.putClaim(ctx, ceiling, c, "")
+}
+
+// EndClaim cancels claim c of ceiling and deletes its record once it no
+// longer counts (a confirmed claim counts until the next usage figure).
+func (a *Arbiter) EndClaim(ceiling string, c *ledger.Claim) {
+	c.Cancel()
+	if !a.comp.ceilings.claimLive(ceiling, c.ID()) {
+		a.grants.deleteClaim(ceiling, c.ID())
+	}
 }

@@ -2,105 +2,10 @@ package arbiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"reflect"
-	"slices"
-	"strings"
-
-	"github.com/hashicorp/hcl/v2"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/reconcile"
-	"github.com/rpdhq/rpd/spec"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 )
-
-// input is what a reload runs: the runtime document (the daemon's only
-// source of component settings), where each of its entries was declared,
-// and the configuration's daemon settings (the rpd block).
-type input struct {
-	doc *reconcile.RuntimeDoc
-	// ranges maps an address ("pool.db") to its declaration, for error
-	// locations; empty in serve mode, where the document comes from the
-	// state store.
-	ranges map[string]hcl.Range
-	// cfg is the loaded configuration in watch mode (what apply pushes),
-	// the start-up one in serve mode; components never read it.
-	cfg *spec.Config
-}
-
-// watchInput is watch mode's input: the document applying cfg would write.
-func watchInput(cfg *spec.Config) *input {
-	in := &input{doc: reconcile.DesiredDoc(cfg), ranges: map[string]hcl.Range{}, cfg: cfg}
-	add := func(t reconcile.ResourceType, name string, r hcl.Range) {
-		in.ranges[reconcile.Address{Type: t, Name: name}.String()] = r
-	}
-	for _, c := range cfg.RunnerClasses {
-		add(reconcile.TypeRunnerClass, c.Name, c.DeclRange)
-	}
-	for _, b := range cfg.Budgets {
-		add(reconcile.TypeBudget, b.Name, b.DeclRange)
-	}
-	for _, v := range cfg.VMCeilings {
-		add(reconcile.TypeVMCeiling, v.Name, v.DeclRange)
-	}
-	for _, p := range cfg.Pools {
-		add(reconcile.TypePool, p.Name, p.DeclRange)
-	}
-	for _, p := range cfg.Priorities {
-		add(reconcile.TypePriority, p.Name, p.DeclRange)
-	}
-	return in
-}
-
-// errorf reports a problem with the entry at addr, prefixed with the
-// file:line,column of its declaration when known.
-func (in *input) errorf(addr reconcile.Address, format string, args ...any) error {
-	msg := fmt.Sprintf("%s %q: %s", addr.Type, addr.Name, fmt.Sprintf(format, args...))
-	r, ok := in.ranges[addr.String()]
-	if !ok || r.Filename == "" {
-		return errors.New(msg)
-	}
-	return fmt.Errorf("%s:%d,%d: %s", r.Filename, r.Start.Line, r.Start.Column, msg)
-}
-
-// locate prefixes err with the file:line,column of addr's declaration,
-// when known; err names the object itself.
-func (in *input) locate(addr reconcile.Address, err error) error {
-	r, ok := in.ranges[addr.String()]
-	if !ok || r.Filename == "" {
-		return err
-	}
-	return fmt.Errorf("%s:%d,%d: %w", r.Filename, r.Start.Line, r.Start.Column, err)
-}
-
-// componentSet is one kind of runtime component (pools, budgets, VM
-// ceilings, runner classes) kept in step with the runtime document. Like
-// Caddy's apps, every set is treated alike: a reload prepares each set,
-// and commits them only when all prepared. Each set guards its own state
-// with its own lock; its methods are safe for concurrent use, and none
-// does I/O while holding that lock.
-type componentSet interface {
-	// prepare validates the document's entries of this kind against the
-	// component's own rules and builds what is new, changing nothing. The
-	// returned commit applies the change in place; a reload calls it at
-	// most once, after every set prepared.
-	prepare(in *input) (commit commitFunc, err error)
-	// sweep removes components dropped from the configuration that have
-	// become idle.
-	sweep(ctx context.Context)
-	// status adds the set's components to a status report.
-	status(out *api.Components)
-	// close stops the set's background work.
-	close()
-}
-
-// commitFunc applies a prepared change and returns one line per component
-// it changed. Reconfigure calls cannot fail on a validated entry; should
-// one fail anyway, that component keeps its old settings, the rest is
-// applied, and the error names it.
-type commitFunc func() (changes []string, err error)
 
 // components are the daemon's sets. No reload ever drops a held slot,
 // permit or claim: an object removed from the configuration while in use
@@ -109,58 +14,24 @@ type components struct {
 	pools    *poolSet
 	budgets  *budgetSet
 	ceilings *ceilingSet
-	classes  *classSet
-	// fleet reconciles the classes with a fleet block (fleet.go); nil in
-	// tests that build components without a daemon.
-	fleet *fleetSet
 }
 
-func (c *components) sets() []componentSet {
-	if c.fleet != nil {
-		return []componentSet{c.pools, c.budgets, c.ceilings, c.classes, c.fleet}
-	}
-	return []componentSet{c.pools, c.budgets, c.ceilings, c.classes}
-}
-
-// prepare prepares every set: all of them, or an error joining every
-// problem found, each with the file:line of its declaration.
-func (c *components) prepare(in *input) ([]commitFunc, error) {
-	var commits []commitFunc
-	var errs []error
-	for _, s := range c.sets() {
-		commit, err := s.prepare(in)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		commits = append(commits, commit)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return commits, nil
+func (c *components) sets() []component.Set {
+	return []component.Set{c.pools, c.budgets, c.ceilings}
 }
 
 // commit applies prepared changes, then sweeps.
-func (c *components) commit(ctx context.Context, commits []commitFunc) ([]string, error) {
-	var changes []string
-	var errs []error
-	for _, fn := range commits {
-		ch, err := fn()
-		changes = append(changes, ch...)
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
+func (c *components) commit(ctx context.Context, commits []component.CommitFunc) ([]string, error) {
+	changes, err := component.Commit(commits)
 	c.sweep(ctx)
-	return changes, errors.Join(errs...)
+	return changes, err
 }
 
 // sweep removes components that were dropped from the configuration and
 // have become idle. The daemon calls it after every reload and periodically.
 func (c *components) sweep(ctx context.Context) {
 	for _, s := range c.sets() {
-		s.sweep(ctx)
+		s.Sweep(ctx)
 	}
 }
 
@@ -171,7 +42,7 @@ func (c *components) snapshot() api.Components {
 		Classes: []api.ClassStatus{}, Priorities: map[string]int{},
 	}
 	for _, s := range c.sets() {
-		s.status(&out)
+		s.Status(&out)
 	}
 	return out
 }
@@ -179,108 +50,6 @@ func (c *components) snapshot() api.Components {
 // close stops every background loop.
 func (c *components) close() {
 	for _, s := range c.sets() {
-		s.close()
+		s.Close()
 	}
-}
-
-// entryChange names what changed between two entries of one kind: each
-// attribute that differs, by its JSON tag, with its old and new value
-// ("pool.db: slots 5 -> 6, description changed"). Long text and nested
-// settings are named without their values.
-func entryChange[E comparable](addr string, old, cur E) string {
-	var parts []string
-	ov, cv := reflect.ValueOf(old), reflect.ValueOf(cur)
-	t := ov.Type()
-	for i := range t.NumField() {
-		a, b := ov.Field(i).Interface(), cv.Field(i).Interface()
-		if a == b {
-			continue
-		}
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		_, stringer := a.(fmt.Stringer)
-		switch x := a.(type) {
-		case string:
-			if len(x)+len(b.(string)) > 60 {
-				parts = append(parts, name+" changed")
-			} else {
-				parts = append(parts, fmt.Sprintf("%s %q -> %q", name, x, b))
-			}
-		case uint64:
-			parts = append(parts, fmt.Sprintf("%s %s -> %s", name, spec.FormatSize(x), spec.FormatSize(b.(uint64))))
-		default:
-			if ov.Field(i).Kind() == reflect.Struct && !stringer {
-				parts = append(parts, name+" changed")
-			} else {
-				parts = append(parts, fmt.Sprintf("%s %v -> %v", name, a, b))
-			}
-		}
-	}
-	return addr + ": " + strings.Join(parts, ", ")
-}
-
-// joinLines renders changes for a log line.
-func joinLines(lines []string) string { return strings.Join(lines, "; ") }
-
-// retention is what every component of a keyed set (budgets, VM ceilings,
-// runner classes) carries: whether it was removed from the configuration
-// and is kept only while in use.
-type retention struct {
-	retained bool
-}
-
-// retain marks the component retained; it reports whether it was not yet.
-func (r *retention) retain() bool {
-	was := r.retained
-	r.retained = true
-	return !was
-}
-
-// prepareEach is a keyed set's prepare over the document's entries of its
-// kind, in name order, changing nothing: prep validates one entry and,
-// when it needs a new component, builds it (built true). It returns what
-// was built by name, or every problem found joined, each located at its
-// entry's declaration.
-func prepareEach[E, X any](in *input, typ reconcile.ResourceType, entries map[string]E, prep func(name string, e E) (x X, built bool, err error)) (map[string]X, error) {
-	fresh := map[string]X{}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		x, built, err := prep(name, entries[name])
-		switch {
-		case err != nil:
-			errs = append(errs, in.errorf(reconcile.Address{Type: typ, Name: name}, "%v", err))
-		case built:
-			fresh[name] = x
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return fresh, nil
-}
-
-// commitEach is a keyed set's commit, called with the set's lock held:
-// apply creates or updates the component of each entry, in name order (had
-// false: m has none by that name), and returns its change line, "" for
-// none; the components of m no longer declared are retained. An entry
-// apply fails on keeps its old component, and the error names it.
-func commitEach[E any, C interface{ retain() bool }](typ reconcile.ResourceType, m map[string]C, entries map[string]E, apply func(name string, e E, cur C, had bool) (change string, err error)) ([]string, error) {
-	var changes []string
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		cur, had := m[name]
-		change, err := apply(name, entries[name], cur, had)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", typ, name, err))
-			continue
-		}
-		if change != "" {
-			changes = append(changes, change)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if _, ok := entries[name]; !ok && m[name].retain() {
-			changes = append(changes, fmt.Sprintf("%s.%s: removed from the configuration", typ, name))
-		}
-	}
-	return changes, errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/reconcile"
 )
 
@@ -19,15 +20,15 @@ func TestEntryChange(t *testing.T) {
 			"pool.p: lease_ttl 0s -> 1m, allow_destroy false -> true"},
 		{"long text", reconcile.PoolEntry{Description: strings.Repeat("a", 40)}, reconcile.PoolEntry{Description: strings.Repeat("b", 40)}, "pool.p: description changed"},
 	} {
-		if got := entryChange("pool.p", tc.old, tc.cur); got != tc.want {
+		if got := component.EntryChange("pool.p", tc.old, tc.cur); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	got := entryChange("vm_ceiling.v", reconcile.CeilingEntry{Max: 1}, reconcile.CeilingEntry{Max: 1, Usage: reconcile.UsageEntry{URL: "http://x"}})
+	got := component.EntryChange("vm_ceiling.v", reconcile.CeilingEntry{Max: 1}, reconcile.CeilingEntry{Max: 1, Usage: reconcile.UsageEntry{URL: "http://x"}})
 	if got != "vm_ceiling.v: usage changed" {
 		t.Errorf("nested entry: got %q", got)
 	}
-	got = entryChange("runner_class.c", reconcile.ClassEntry{Mem: 1 << 30}, reconcile.ClassEntry{Mem: 2 << 30, InstanceTypes: reconcile.NewStringList([]string{"c6i.*"})})
+	got = component.EntryChange("runner_class.c", reconcile.ClassEntry{Mem: 1 << 30}, reconcile.ClassEntry{Mem: 2 << 30, InstanceTypes: reconcile.NewStringList([]string{"c6i.*"})})
 	if got != `runner_class.c: mem 1GiB -> 2GiB, instance_types null -> ["c6i.*"]` {
 		t.Errorf("class entry: got %q", got)
 	}

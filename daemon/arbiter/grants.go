@@ -65,6 +65,12 @@ func (g *grants) put(ctx context.Context, id string, rec grantRecord) error {
 	return nil
 }
 
+// LaunchRecordPrefix names the fleet's launch intents among the grant
+// records: they are written through the same fenced store, so only the
+// leader of the current epoch records a launch, and restoreGrants leaves
+// them to the fleet.
+const LaunchRecordPrefix = "launch/"
+
 // probeID is the record probe writes and deletes; restoreGrants drops one
 // left behind by a daemon that stopped in between.
 const probeID = "probe/readyz"
@@ -221,7 +227,7 @@ func (a *Arbiter) restoreGrants(ctx context.Context, ro pools.RestoreOptions) (r
 			_ = a.grants.store.DeleteGrant(ctx, id)
 			continue
 		}
-		if strings.HasPrefix(id, launchRecordPrefix) {
+		if strings.HasPrefix(id, LaunchRecordPrefix) {
 			continue // a fleet's launch intent: the fleet reconciler resolves it
 		}
 		var rec grantRecord

@@ -43,20 +43,11 @@ func leaseFilter(q url.Values) (grantFilter, error) {
 	return f, nil
 }
 
-// timePtr returns nil for the zero time: "does not apply" in the API.
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
-}
-
 func poolGrant(pool string, h pools.Holder) api.Grant {
 	return api.Grant{
 		Kind: api.KindPool, ID: externalLeaseID(h.ID), Component: pool, Principal: h.Owner, TaskID: h.TaskID,
 		Priority: h.Priority, Slots: h.Slots,
-		GrantedAt: timePtr(h.GrantedAt), HeartbeatAt: timePtr(h.RenewedAt), ExpiresAt: timePtr(h.ExpiresAt),
+		GrantedAt: httpapi.TimePtr(h.GrantedAt), HeartbeatAt: httpapi.TimePtr(h.RenewedAt), ExpiresAt: httpapi.TimePtr(h.ExpiresAt),
 	}
 }
 
@@ -66,17 +57,17 @@ func permitGrant(l api.Lease) api.Grant {
 		Kind: api.KindPermit, ID: l.LeaseID, Component: l.Budget,
 		ScanRingBytes: l.ScanRingBytes, DeltaCacheBytes: l.DeltaCacheBytes, Spill: l.Spill,
 		// A heartbeat sets the expiry to now+TTL, so this is its time.
-		GrantedAt: timePtr(l.GrantedAt), HeartbeatAt: timePtr(l.ExpiresAt.Add(-ttl)), ExpiresAt: timePtr(l.ExpiresAt),
+		GrantedAt: httpapi.TimePtr(l.GrantedAt), HeartbeatAt: httpapi.TimePtr(l.ExpiresAt.Add(-ttl)), ExpiresAt: httpapi.TimePtr(l.ExpiresAt),
 	}
 }
 
 func claimGrant(ceiling string, c ledger.ClaimInfo) api.Grant {
 	g := api.Grant{
 		Kind: api.KindClaim, ID: c.ID.String(), Component: ceiling, WorkerID: c.WorkerID, VMs: c.Count,
-		Confirmed: !c.ConfirmedAt.IsZero(), GrantedAt: timePtr(c.GrantedAt),
+		Confirmed: !c.ConfirmedAt.IsZero(), GrantedAt: httpapi.TimePtr(c.GrantedAt),
 	}
 	if !g.Confirmed {
-		g.ExpiresAt = timePtr(c.ExpiresAt) // a confirmed claim ends with a usage figure, not a time
+		g.ExpiresAt = httpapi.TimePtr(c.ExpiresAt) // a confirmed claim ends with a usage figure, not a time
 	}
 	return g
 }

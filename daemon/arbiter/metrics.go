@@ -2,6 +2,7 @@ package arbiter
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 )
 
 // componentCollector reads every runtime component's status and counters
@@ -49,22 +50,6 @@ func (c *componentCollector) Describe(ch chan<- *prometheus.Desc) {
 		descCeilingMax, descCeilingActive, descCeilingClaims, descCeilingEffective, descCeilingAvailable, descCeilingQueued, descCeilingStale, descCeilingEvents} {
 		ch <- d
 	}
-	describeClasses(ch)
-}
-
-func gauge(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-}
-
-func counter(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, labels ...string) {
-	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Collect exports the pools, budgets and ceilings only on the leader: a
@@ -76,8 +61,7 @@ func (c *componentCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.a.opts.Arbitrating() {
 		comp.pools.collect(ch)
 		comp.budgets.collect(ch, c.a.permits.count())
-		counter(ch, descPermitsExpired, float64(c.a.permits.expired.Load()))
+		component.Counter(ch, descPermitsExpired, float64(c.a.permits.expired.Load()))
 		comp.ceilings.collect(ch)
 	}
-	comp.classes.collect(ch)
 }

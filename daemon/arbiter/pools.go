@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
@@ -26,10 +27,10 @@ import (
 // lease (when its pool's lease_ttl is 0 or unset) or a budget permit.
 const defaultTTL = api.DefaultTTLSeconds * time.Second
 
-// poolConfig is the one conversion of a pool entry to the pools package's
+// PoolConfig is the one conversion of a pool entry to the pools package's
 // configuration. A lease_ttl of 0 means the daemon's default TTL: a remote
 // lease that never expired would be held forever by a vanished worker.
-func poolConfig(name string, e reconcile.PoolEntry) pools.PoolConfig {
+func PoolConfig(name string, e reconcile.PoolEntry) pools.PoolConfig {
 	ttl := time.Duration(e.LeaseTTL)
 	if ttl == 0 {
 		ttl = defaultTTL
@@ -54,15 +55,15 @@ type poolSet struct {
 	prios map[string]int
 }
 
-var _ componentSet = (*poolSet)(nil)
+var _ component.Set = (*poolSet)(nil)
 
 func newPoolSet(log *slog.Logger, mgr *pools.Manager, loadLeases func(context.Context) ([]pools.LeaseRecord, error)) *poolSet {
 	return &poolSet{log: log, mgr: mgr, loadLeases: loadLeases, decl: map[string]reconcile.PoolEntry{}, gone: map[string]bool{}, prios: map[string]int{}}
 }
 
-// entries are the document's pools; default_pool exists even when the
+// PoolEntries are the document's pools; default_pool exists even when the
 // document does not hold it (a state store nothing was applied to yet).
-func poolEntries(doc *reconcile.RuntimeDoc) map[string]reconcile.PoolEntry {
+func PoolEntries(doc *reconcile.RuntimeDoc) map[string]reconcile.PoolEntry {
 	entries := maps.Clone(doc.Pools)
 	if _, ok := entries[spec.DefaultPoolName]; !ok {
 		entries[spec.DefaultPoolName] = reconcile.PoolEntry{Slots: spec.DefaultDefaultSlots}
@@ -70,24 +71,24 @@ func poolEntries(doc *reconcile.RuntimeDoc) map[string]reconcile.PoolEntry {
 	return entries
 }
 
-func (s *poolSet) prepare(in *input) (commitFunc, error) {
-	entries := poolEntries(in.doc)
+func (s *poolSet) Prepare(in *component.Input) (component.CommitFunc, error) {
+	entries := PoolEntries(in.Doc())
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		if err := poolConfig(name, entries[name]).Validate(); err != nil {
-			errs = append(errs, in.locate(reconcile.Address{Type: reconcile.TypePool, Name: name}, err))
+		if err := PoolConfig(name, entries[name]).Validate(); err != nil {
+			errs = append(errs, in.Locate(reconcile.Address{Type: reconcile.TypePool, Name: name}, err))
 		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	prios := priorityWeights(in.doc)
+	prios := PriorityWeights(in.Doc())
 	return func() ([]string, error) { return s.commit(entries, prios) }, nil
 }
 
-// priorityWeights is the one conversion of the document's priorities: the
+// PriorityWeights is the one conversion of the document's priorities: the
 // weight a request's priority_name stands for.
-func priorityWeights(doc *reconcile.RuntimeDoc) map[string]int {
+func PriorityWeights(doc *reconcile.RuntimeDoc) map[string]int {
 	prios := make(map[string]int, len(doc.Priorities))
 	for name, p := range doc.Priorities {
 		prios[name] = p.Weight
@@ -108,12 +109,12 @@ func (s *poolSet) commit(entries map[string]reconcile.PoolEntry, prios map[strin
 		case had && old == e:
 			continue
 		case had:
-			changes = append(changes, entryChange("pool."+name, old, e))
+			changes = append(changes, component.EntryChange("pool."+name, old, e))
 		default:
 			changes = append(changes, fmt.Sprintf("pool.%s: created with %d slots", name, e.Slots))
 		}
 		s.decl[name] = e
-		cfgs = append(cfgs, poolConfig(name, e))
+		cfgs = append(cfgs, PoolConfig(name, e))
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.decl)) {
 		if _, ok := entries[name]; !ok {
@@ -150,7 +151,7 @@ func (s *poolSet) commit(entries map[string]reconcile.PoolEntry, prios map[strin
 // records every grant (read without the set's lock held); waiting requests
 // are not cancelled (new ones are refused), so the pool goes once the last
 // of them has given up.
-func (s *poolSet) sweep(ctx context.Context) {
+func (s *poolSet) Sweep(ctx context.Context) {
 	s.mu.Lock()
 	gone := maps.Clone(s.gone)
 	s.mu.Unlock()
@@ -204,7 +205,7 @@ func (s *poolSet) dropHolders(ctx context.Context, name string) {
 	}
 }
 
-func (s *poolSet) close() {}
+func (s *poolSet) Close() {}
 
 // retained reports whether name was removed from the configuration and is
 // kept only for its holders.
@@ -287,7 +288,7 @@ func (s *poolSet) holders(only string) (names []string, byPool map[string][]pool
 	return names, byPool
 }
 
-func (s *poolSet) status(out *api.Components) {
+func (s *poolSet) Status(out *api.Components) {
 	out.Pools = s.list()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -312,20 +313,20 @@ func (s *poolSet) collect(ch chan<- prometheus.Metric) {
 	for _, st := range s.mgr.ListPools() {
 		n := st.Name
 		_, retained := gone[n]
-		gauge(ch, descPoolSlots, float64(st.Total), n)
-		gauge(ch, descPoolUsed, float64(st.Used), n)
-		gauge(ch, descPoolAvailable, float64(poolStatus(st, retained).Available), n) // 0 once retained
-		gauge(ch, descPoolQueued, float64(st.Queued), n)
-		gauge(ch, descPoolRetained, b2f(retained), n)
+		component.Gauge(ch, descPoolSlots, float64(st.Total), n)
+		component.Gauge(ch, descPoolUsed, float64(st.Used), n)
+		component.Gauge(ch, descPoolAvailable, float64(poolStatus(st, retained).Available), n) // 0 once retained
+		component.Gauge(ch, descPoolQueued, float64(st.Queued), n)
+		component.Gauge(ch, descPoolRetained, component.B2F(retained), n)
 		ev := st.Stats
 		for _, e := range []struct {
 			ev string
 			v  uint64
 		}{{"granted", ev.Granted}, {"released", ev.Released}, {"cancelled", ev.Cancelled}, {"timed_out", ev.TimedOut}, {"expired", ev.Expired}, {"rejected", ev.Rejected}} {
-			counter(ch, descPoolEvents, float64(e.v), n, e.ev)
+			component.Counter(ch, descPoolEvents, float64(e.v), n, e.ev)
 		}
-		counter(ch, descPoolWaits, float64(ev.Wait.Count), n)
-		counter(ch, descPoolWaitSecs, ev.Wait.Sum.Seconds(), n)
+		component.Counter(ch, descPoolWaits, float64(ev.Wait.Count), n)
+		component.Counter(ch, descPoolWaitSecs, ev.Wait.Sum.Seconds(), n)
 	}
 }
 

@@ -63,15 +63,20 @@ var rules = map[string]rule{
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
 	"daemon/internal/httpapi":      {rpd: []string{"api", "backend", "runtime/fatjob", "runtime/ledger", "runtime/pools"}},
+	"daemon/internal/component":    {rpd: []string{"api", "reconcile", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"daemon/internal/leader":       {rpd: []string{"backend", "daemon/internal/httpapi", "runtime/pools"}},
 	"daemon/internal/security":     {rpd: []string{"api", "daemon/internal/httpapi", "daemon/statuspage", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The arbiter: the grant kinds, their records and the one grant
 	// pipeline, on the runtime components; the HTTP edge (package daemon)
 	// asks it, never the other way round.
-	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
+	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/component", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
+		ext: append(hcl, "github.com/prometheus/client_golang/")},
+	// The runner inventory: classes and the fleet, whose VMs are claims
+	// on the arbiter's ceilings.
+	"daemon/inventory": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/arbiter", "daemon/internal/component", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"daemon/watch": {ext: []string{"github.com/fsnotify/fsnotify"}},
-	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/arbiter", "daemon/internal/httpapi", "daemon/internal/leader", "daemon/internal/security", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
+	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/arbiter", "daemon/inventory", "daemon/internal/component", "daemon/internal/httpapi", "daemon/internal/leader", "daemon/internal/security", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"cmd/rpd": {rpd: []string{"api", "backend", "backend/snapshot", "internal/buildinfo", "internal/open", "client", "daemon", "reconcile", "spec"},
 		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},

@@ -154,3 +154,17 @@ func TTLDuration(s float64, def time.Duration) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// Conflict is the 409 unavailable of a request that cannot be met now.
+func Conflict(msg string) *Error {
+	return &Error{Status: http.StatusConflict, Code: api.CodeUnavailable, Msg: msg}
+}
+
+// TimePtr returns nil for the zero time: "does not apply" in the API.
+func TimePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}

@@ -1,4 +1,4 @@
-package arbiter
+package inventory
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pickup"
 )
@@ -43,7 +45,7 @@ type class struct {
 	mgr        *pickup.Manager
 	entry      reconcile.ClassEntry
 	visibility reconcile.Duration // the queue's visibility timeout
-	retention
+	component.Retention
 }
 
 // classSet is the runner classes of the configuration, a pickup manager
@@ -63,7 +65,7 @@ type classSet struct {
 	m  map[string]*class
 }
 
-var _ componentSet = (*classSet)(nil)
+var _ component.Set = (*classSet)(nil)
 
 func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, string) (*pickup.Manager, error), now func() time.Time) *classSet {
 	return &classSet{log: log, shortPoll: shortPoll, open: open, now: now, m: map[string]*class{}}
@@ -72,13 +74,13 @@ func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, stri
 // prepare validates every class's pickup configuration and builds the
 // managers that must be new: for new classes, and classes whose queue
 // changed.
-func (s *classSet) prepare(in *input) (commitFunc, error) {
+func (s *classSet) Prepare(in *component.Input) (component.CommitFunc, error) {
 	s.mu.Lock()
 	have := maps.Clone(s.m)
 	s.mu.Unlock()
-	entries := in.doc.RunnerClasses
-	fresh, err := prepareEach(in, reconcile.TypeRunnerClass, entries, func(name string, e reconcile.ClassEntry) (*pickup.Manager, bool, error) {
-		pc := pickupConfig(name, e, in.doc.Queues[name].VisibilityTimeout, s.shortPoll)
+	entries := in.Doc().RunnerClasses
+	fresh, err := component.PrepareEach(in, reconcile.TypeRunnerClass, entries, func(name string, e reconcile.ClassEntry) (*pickup.Manager, bool, error) {
+		pc := pickupConfig(name, e, in.Doc().Queues[name].VisibilityTimeout, s.shortPoll)
 		if err := pc.Validate(); err != nil {
 			return nil, false, err
 		}
@@ -91,7 +93,7 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 	if err != nil {
 		return nil, err
 	}
-	queues := maps.Clone(in.doc.Queues)
+	queues := maps.Clone(in.Doc().Queues)
 	return func() ([]string, error) { return s.commit(maps.Clone(entries), queues, fresh) }, nil
 }
 
@@ -99,7 +101,7 @@ func (s *classSet) prepare(in *input) (commitFunc, error) {
 func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[string]reconcile.QueueEntry, fresh map[string]*pickup.Manager) ([]string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return commitEach(reconcile.TypeRunnerClass, s.m, entries, func(name string, e reconcile.ClassEntry, cur *class, had bool) (string, error) {
+	return component.CommitEach(reconcile.TypeRunnerClass, s.m, entries, func(name string, e reconcile.ClassEntry, cur *class, had bool) (string, error) {
 		vis := queues[name].VisibilityTimeout
 		m := fresh[name]
 		if m == nil && !had && s.open != nil { // swept since prepare
@@ -114,13 +116,13 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[st
 			s.history.start(s.now(), name, outcomes(m.Counters()))
 			if had {
 				go cur.mgr.GiveBack(context.Background()) // its held misfits, to the old queue; no I/O under s.mu
-				return entryChange("runner_class."+name, cur.entry, e), nil
+				return component.EntryChange("runner_class."+name, cur.entry, e), nil
 			}
 			return fmt.Sprintf("runner_class.%s: created", name), nil
 		case !had:
 			return "", nil // no backend (tests of the plan alone)
 		}
-		cur.retained = false
+		cur.Retained = false
 		if cur.entry == e && cur.visibility == vis {
 			return "", nil
 		}
@@ -129,7 +131,7 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[st
 		}
 		change := ""
 		if cur.entry != e {
-			change = entryChange("runner_class."+name, cur.entry, e)
+			change = component.EntryChange("runner_class."+name, cur.entry, e)
 		}
 		cur.entry, cur.visibility = e, vis
 		return change, nil
@@ -140,12 +142,12 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[st
 // calls, only misfits it gives back here, so a removed class goes at once;
 // its claimed instances stay releasable through the instance table (they
 // are retired, see releaseInstance).
-func (s *classSet) sweep(ctx context.Context) {
+func (s *classSet) Sweep(ctx context.Context) {
 	s.mu.Lock()
 	now := s.now()
 	var dropped []*pickup.Manager
 	for name, cl := range s.m {
-		if cl.retained {
+		if cl.Retained {
 			delete(s.m, name)
 			s.history.forget(name)
 			dropped = append(dropped, cl.mgr)
@@ -165,14 +167,14 @@ func (s *classSet) recent(class string, counts map[string]int64) api.RecentPicku
 	return s.history.recent(s.now(), class, counts)
 }
 
-func (s *classSet) close() {}
+func (s *classSet) Close() {}
 
 // live returns the pickup manager of a declared class.
 func (s *classSet) live(name string) (*pickup.Manager, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cl, ok := s.m[name]
-	if !ok || cl.retained {
+	if !ok || cl.Retained {
 		return nil, false
 	}
 	return cl.mgr, true
@@ -183,7 +185,7 @@ func (s *classSet) get(name string) (*class, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cl, ok := s.m[name]
-	if !ok || cl.retained {
+	if !ok || cl.Retained {
 		return nil, false
 	}
 	c := *cl
@@ -193,7 +195,7 @@ func (s *classSet) get(name string) (*class, bool) {
 // declared lists copies of the declared classes (not the removed ones),
 // sorted by name.
 func (s *classSet) declared() []*class {
-	return slices.DeleteFunc(s.snapshot(), func(cl *class) bool { return cl.retained })
+	return slices.DeleteFunc(s.snapshot(), func(cl *class) bool { return cl.Retained })
 }
 
 // snapshot lists copies of every class, sorted by name.
@@ -202,7 +204,7 @@ func (s *classSet) snapshot() []*class {
 	defer s.mu.Unlock()
 	list := make([]*class, 0, len(s.m))
 	for _, cl := range s.m {
-		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, retention: cl.retention})
+		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, Retention: cl.Retention})
 	}
 	slices.SortFunc(list, func(a, b *class) int { return strings.Compare(a.name, b.name) })
 	return list
@@ -215,7 +217,7 @@ func stats(m *pickup.Manager) pickup.Stats {
 	return m.Stats(ctx)
 }
 
-func (s *classSet) status(out *api.Components) {
+func (s *classSet) Status(out *api.Components) {
 	for _, cl := range s.snapshot() {
 		out.Classes = append(out.Classes, api.ClassStatus{Name: cl.name, Queue: cl.entry.Queue, Mode: string(cl.mgr.Config().Mode), Outcomes: outcomes(cl.mgr.Counters())})
 	}
@@ -225,14 +227,14 @@ func (s *classSet) collect(ch chan<- prometheus.Metric) {
 	for _, cl := range s.snapshot() {
 		st := stats(cl.mgr)
 		if st.QueueDepth != nil {
-			gauge(ch, descClassDepth, float64(*st.QueueDepth), cl.name)
+			component.Gauge(ch, descClassDepth, float64(*st.QueueDepth), cl.name)
 		}
 		for ev, n := range outcomes(st) {
-			counter(ch, descClassDecisions, float64(n), cl.name, ev)
+			component.Counter(ch, descClassDecisions, float64(n), cl.name, ev)
 		}
-		gauge(ch, descClassHeld, float64(st.Held), cl.name)
-		gauge(ch, descClassLatency, st.Latency.P50.Seconds(), cl.name, "0.5")
-		gauge(ch, descClassLatency, st.Latency.P99.Seconds(), cl.name, "0.99")
+		component.Gauge(ch, descClassHeld, float64(st.Held), cl.name)
+		component.Gauge(ch, descClassLatency, st.Latency.P50.Seconds(), cl.name, "0.5")
+		component.Gauge(ch, descClassLatency, st.Latency.P99.Seconds(), cl.name, "0.99")
 	}
 }
 
@@ -255,8 +257,8 @@ func instanceJSON(inst pickup.Instance) api.Instance {
 	return api.Instance{
 		InstanceID: inst.ID, Class: inst.Class, State: string(inst.State), Owner: inst.Owner,
 		UsageClass: inst.UsageClass, InstanceType: inst.InstanceType, CPU: inst.CPU, Mem: inst.MemMiB,
-		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold, UpdatedAt: timePtr(inst.UpdatedAt),
-		ClaimExpiresAt: timePtr(inst.ClaimExpires),
+		ResourceClass: inst.ResourceClass, Threshold: inst.Threshold, UpdatedAt: httpapi.TimePtr(inst.UpdatedAt),
+		ClaimExpiresAt: httpapi.TimePtr(inst.ClaimExpires),
 	}
 }
 
@@ -280,3 +282,11 @@ func randomHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// classCollector exports every runner class's series: each replica's own
+// (every replica serves pickup).
+type classCollector struct{ s *classSet }
+
+func (c classCollector) Describe(ch chan<- *prometheus.Desc) { describeClasses(ch) }
+
+func (c classCollector) Collect(ch chan<- prometheus.Metric) { c.s.collect(ch) }

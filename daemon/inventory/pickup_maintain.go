@@ -1,4 +1,4 @@
-package arbiter
+package inventory
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func maintainEvery(claimTTL time.Duration) time.Duration {
 // daemon may have left idle runners without a message, or claims nobody
 // will confirm) and then on its interval, until ctx is done; then it gives
 // the misfits every manager holds back to their queues.
-func (a *Arbiter) maintainLoop(ctx context.Context) {
+func (a *Inventory) maintainLoop(ctx context.Context) {
 	next := map[*pickup.Manager]time.Time{}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -1,4 +1,4 @@
-package arbiter
+package inventory
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/security"
-	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pickup"
@@ -30,7 +30,7 @@ var (
 // fleetCloud is the stack's EC2 client, opened by the fleet set's prepare.
 type fleetCloud struct{ s *fleetSet }
 
-func (c fleetCloud) get(ctx context.Context) (*ec2.Client, error) { return c.s.client(ctx) }
+func (c fleetCloud) get(ctx context.Context) (*ec2.Client, error) { return c.s.a.opts.EC2(ctx) }
 
 func (c fleetCloud) Launch(ctx context.Context, req fleet.LaunchRequest) (fleet.LaunchResult, error) {
 	cl, err := c.get(ctx)
@@ -56,35 +56,29 @@ func (c fleetCloud) Terminate(ctx context.Context, ids []string) error {
 	return cl.Terminate(ctx, ids)
 }
 
-// launchRecordPrefix names launch intents among the grant records: they
-// are written through the same fenced store, so only the leader of the
-// current epoch records a launch, and restoreGrants leaves them to the
-// fleet.
-const launchRecordPrefix = "launch/"
-
 // fleetIntents keeps launch intents as grant records.
-type fleetIntents struct{ a *Arbiter }
+type fleetIntents struct{ a *Inventory }
 
 func (i fleetIntents) PutLaunch(ctx context.Context, l fleet.Launch) error {
 	body, err := json.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("encode launch intent %s: %w", l.ID, err)
 	}
-	return i.a.grants.store.PutGrant(ctx, launchRecordPrefix+l.ID, body)
+	return i.a.arb.GrantStore().PutGrant(ctx, arbiter.LaunchRecordPrefix+l.ID, body)
 }
 
 func (i fleetIntents) DeleteLaunch(ctx context.Context, id string) error {
-	return i.a.grants.store.DeleteGrant(ctx, launchRecordPrefix+id)
+	return i.a.arb.GrantStore().DeleteGrant(ctx, arbiter.LaunchRecordPrefix+id)
 }
 
 func (i fleetIntents) Launches(ctx context.Context) ([]fleet.Launch, error) {
-	recs, err := i.a.grants.store.LoadGrants(ctx)
+	recs, err := i.a.arb.GrantStore().LoadGrants(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []fleet.Launch
 	for id, body := range recs {
-		if !strings.HasPrefix(id, launchRecordPrefix) {
+		if !strings.HasPrefix(id, arbiter.LaunchRecordPrefix) {
 			continue
 		}
 		var l fleet.Launch
@@ -100,7 +94,7 @@ func (i fleetIntents) Launches(ctx context.Context) ([]fleet.Launch, error) {
 // fleetPool is a class's inventory: its instance table records and, to
 // take runners out of the pool, its pickup manager.
 type fleetPool struct {
-	a     *Arbiter
+	a     *Inventory
 	class string
 }
 
@@ -156,7 +150,7 @@ func (p fleetPool) Retire(ctx context.Context, r fleet.Runner) error {
 
 // lookupInstances returns the records of ids in the instance table, in
 // any class: a VM rpd holds a record of is never an orphan.
-func (a *Arbiter) lookupInstances(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
+func (a *Inventory) lookupInstances(ctx context.Context, ids []string) (map[string]fleet.Record, error) {
 	out := map[string]fleet.Record{}
 	for _, id := range ids {
 		in, err := a.backend.Instances.Get(ctx, id)
@@ -175,7 +169,7 @@ func (a *Arbiter) lookupInstances(ctx context.Context, ids []string) (map[string
 // each recorded (fenced) like a claim over HTTP, so that a new leader
 // restores it.
 type fleetCeiling struct {
-	a    *Arbiter
+	a    *Inventory
 	name string
 	// types are the class's instance types: on a ceiling counted in vCPUs
 	// each VM claims the vCPUs of the largest.
@@ -185,11 +179,11 @@ type fleetCeiling struct {
 // weight is what one VM claims on the ceiling: 1, or on a usage "ec2"
 // ceiling counted in vCPUs the vCPUs of the class's largest type.
 func (c fleetCeiling) weight(ctx context.Context) (int, error) {
-	e, ok := c.a.comp.ceilings.entry(c.name)
+	e, ok := c.a.arb.CeilingEntry(c.name)
 	if !ok || e.Usage.Type != spec.UsageEC2 || e.Usage.Unit != spec.UsageUnitCPUs {
 		return 1, nil
 	}
-	cl, err := c.a.comp.fleet.client(ctx)
+	cl, err := c.a.opts.EC2(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +206,7 @@ func claimWait(l *ledger.Ledger) time.Duration {
 }
 
 func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string, error) {
-	l, ok := c.a.comp.ceilings.find(c.name, true)
+	l, ok := c.a.arb.CeilingLedger(c.name, true)
 	if !ok {
 		return nil, fmt.Errorf("vm_ceiling %q is not declared", c.name)
 	}
@@ -243,7 +237,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 	wg.Wait()
 	var ids []string
 	for _, cl := range claims {
-		if err := c.a.grants.putClaim(security.WithPrincipal(ctx, security.FleetPrincipal), c.name, cl, ""); err != nil {
+		if err := c.a.arb.RecordClaim(security.WithPrincipal(ctx, security.FleetPrincipal), c.name, cl); err != nil {
 			cl.Cancel() // a claim a new leader would not know could over-book
 			errs = append(errs, err)
 			continue
@@ -257,7 +251,7 @@ func (c fleetCeiling) Claim(ctx context.Context, worker string, n int) ([]string
 }
 
 func (c fleetCeiling) lookup(id string) (*ledger.Claim, bool) {
-	l, ok := c.a.comp.ceilings.find(c.name, false)
+	l, ok := c.a.arb.CeilingLedger(c.name, false)
 	if !ok {
 		return nil, false
 	}
@@ -278,7 +272,7 @@ func (c fleetCeiling) Confirm(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := c.a.grants.putClaim(ctx, c.name, cl, ""); err != nil {
+	if err := c.a.arb.RecordClaim(ctx, c.name, cl); err != nil {
 		c.a.log.Warn("fleet: a claim's confirmation was not recorded (a new leader would count it until it expires)", "vm_ceiling", c.name, "claim", id, "err", err)
 	}
 }
@@ -288,40 +282,5 @@ func (c fleetCeiling) Release(id string) {
 	if !ok {
 		return
 	}
-	cl.Cancel()
-	if !c.a.comp.ceilings.claimLive(c.name, cl.ID()) {
-		c.a.grants.deleteClaim(c.name, cl.ID())
-	}
-}
-
-// usageSource is a ceiling's usage source: an HTTP figure, the stack's EC2
-// instances, or none (figures pushed).
-func (s *ceilingSet) usageSource(e reconcile.CeilingEntry) (ledger.UsageSource, error) {
-	if _, src := ceilingConfig(e); src != nil {
-		return src, nil
-	}
-	if e.Usage.Type != spec.UsageEC2 {
-		return nil, nil
-	}
-	if s.ec2 == nil {
-		return nil, errors.New("usage \"ec2\" needs an EC2 client, and this daemon has none")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl, err := s.ec2(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("usage \"ec2\": %w", err)
-	}
-	return &ec2.UsageSource{Client: cl, VCPUs: e.Usage.Unit == spec.UsageUnitCPUs, Tags: e.Usage.Tags.Map()}, nil
-}
-
-// entry returns a ceiling's document entry.
-func (s *ceilingSet) entry(name string) (reconcile.CeilingEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ce, ok := s.m[name]
-	if !ok {
-		return reconcile.CeilingEntry{}, false
-	}
-	return ce.entry, true
+	c.a.arb.EndClaim(c.name, cl)
 }

@@ -1,4 +1,4 @@
-package arbiter
+package inventory
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/runtime/ledger"
@@ -141,10 +142,10 @@ func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 		}{pickupConfig(name, e, doc.Queues[name].VisibilityTimeout, false), e.Queue, doc.Queues[name].Attributes(doc.Stack), fc}
 	}
 	for name, e := range doc.Budgets {
-		out["budget."+name] = budgetConfig(e)
+		out["budget."+name] = arbiter.BudgetConfig(e)
 	}
 	for name, e := range doc.VMCeilings {
-		lc, src := ceilingConfig(e)
+		lc, src := arbiter.CeilingConfig(e)
 		v := struct {
 			Config ledger.Config
 			Source ledger.HTTPSource
@@ -158,10 +159,10 @@ func componentView(doc *reconcile.RuntimeDoc) map[string]any {
 		}
 		out["vm_ceiling."+name] = v
 	}
-	for name, e := range poolEntries(doc) {
-		out["pool."+name] = poolConfig(name, e)
+	for name, e := range arbiter.PoolEntries(doc) {
+		out["pool."+name] = arbiter.PoolConfig(name, e)
 	}
-	for name, w := range priorityWeights(doc) {
+	for name, w := range arbiter.PriorityWeights(doc) {
 		out["priority."+name] = w
 	}
 	return out

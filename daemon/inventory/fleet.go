@@ -1,4 +1,4 @@
-package arbiter
+package inventory
 
 import (
 	"cmp"
@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/rpdhq/rpd/api"
-	"github.com/rpdhq/rpd/backend/ec2"
+	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fleet"
 	"github.com/rpdhq/rpd/spec"
@@ -37,9 +38,9 @@ const fleetMinGap = time.Second
 const fleetPassTimeout = 2 * time.Minute
 
 // fleetSet is the fleet classes of the configuration, kept by one
-// reconciler, and the EC2 client they (and usage "ec2" ceilings) share.
+// reconciler.
 type fleetSet struct {
-	a   *Arbiter
+	a   *Inventory
 	log *slog.Logger
 	rec *fleet.Reconciler
 
@@ -47,15 +48,14 @@ type fleetSet struct {
 
 	mu      sync.Mutex
 	entries map[string]reconcile.FleetEntry // by class
-	cloud   *ec2.Client
-	ran     bool // this daemon has run a pass as leader
+	ran     bool                            // this daemon has run a pass as leader
 
 	offered *prometheus.HistogramVec
 }
 
-var _ componentSet = (*fleetSet)(nil)
+var _ component.Set = (*fleetSet)(nil)
 
-func newFleetSet(a *Arbiter, log *slog.Logger) *fleetSet {
+func newFleetSet(a *Inventory, log *slog.Logger) *fleetSet {
 	s := &fleetSet{a: a, log: log, wake: make(chan struct{}, 1), entries: map[string]reconcile.FleetEntry{}}
 	s.offered = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "rpd_fleet_launch_to_offer_seconds", Help: "Time from a fleet VM's launch to its runner's offer (boot time as rpd sees it).",
@@ -72,24 +72,6 @@ func newFleetSet(a *Arbiter, log *slog.Logger) *fleetSet {
 		Logger:    log.With("component", "fleet"),
 	})
 	return s
-}
-
-// client returns the stack's EC2 client, opening it on first use from the
-// AWS configuration chain (the backend block's region and profile, when
-// the aws backend is used).
-func (s *fleetSet) client(ctx context.Context) (*ec2.Client, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cloud != nil {
-		return s.cloud, nil
-	}
-	o := s.a.opts
-	c, err := ec2.Open(ctx, ec2.Options{Stack: o.Stack, Region: o.Region, Profile: o.Profile, Logger: s.log.With("component", "ec2")})
-	if err != nil {
-		return nil, err
-	}
-	s.cloud = c
-	return c, nil
 }
 
 // fleetConfig is the one conversion of a class's fleet entry to the
@@ -126,24 +108,24 @@ func fleetConfig(class string, e reconcile.FleetEntry) (fleet.Class, error) {
 	return fc, fc.Config.Validate()
 }
 
-func (s *fleetSet) prepare(in *input) (commitFunc, error) {
+func (s *fleetSet) Prepare(in *component.Input) (component.CommitFunc, error) {
 	classes := map[string]fleet.Class{}
 	entries := map[string]reconcile.FleetEntry{}
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(in.doc.RunnerClasses)) {
-		e := in.doc.RunnerClasses[name].Fleet
+	for _, name := range slices.Sorted(maps.Keys(in.Doc().RunnerClasses)) {
+		e := in.Doc().RunnerClasses[name].Fleet
 		if e == (reconcile.FleetEntry{}) {
 			continue
 		}
 		addr := reconcile.Address{Type: reconcile.TypeRunnerClass, Name: name}
 		fc, err := fleetConfig(name, e)
 		if err == nil {
-			if _, ok := in.doc.VMCeilings[e.VMCeiling]; !ok {
+			if _, ok := in.Doc().VMCeilings[e.VMCeiling]; !ok {
 				err = fmt.Errorf("fleet: vm_ceiling %q is not declared", e.VMCeiling)
 			}
 		}
 		if err != nil {
-			errs = append(errs, in.errorf(addr, "%v", err))
+			errs = append(errs, in.Errorf(addr, "%v", err))
 			continue
 		}
 		fc.Pool = fleetPool{a: s.a, class: name}
@@ -152,7 +134,7 @@ func (s *fleetSet) prepare(in *input) (commitFunc, error) {
 	}
 	if len(classes) > 0 && len(errs) == 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := s.client(ctx)
+		_, err := s.a.opts.EC2(ctx)
 		cancel()
 		if err != nil {
 			errs = append(errs, fmt.Errorf("fleet: %w", err))
@@ -180,9 +162,9 @@ func (s *fleetSet) prepare(in *input) (commitFunc, error) {
 	}, nil
 }
 
-func (s *fleetSet) sweep(context.Context) {}
+func (s *fleetSet) Sweep(context.Context) {}
 
-func (s *fleetSet) close() {}
+func (s *fleetSet) Close() {}
 
 // nudge asks the loop for a pass now.
 func (s *fleetSet) nudge() {
@@ -193,8 +175,8 @@ func (s *fleetSet) nudge() {
 }
 
 // FleetWake is called by pickups and offers: the picture changed.
-func (a *Arbiter) FleetWake() {
-	if a.comp != nil && a.comp.fleet != nil {
+func (a *Inventory) FleetWake() {
+	if a.comp.fleet != nil {
 		a.comp.fleet.nudge()
 	}
 }
@@ -202,7 +184,7 @@ func (a *Arbiter) FleetWake() {
 // fleetLoop runs the reconciler while this daemon leads the stack: each
 // class every interval, and every class when woken (at most once per
 // fleetMinGap). Standbys do nothing.
-func (a *Arbiter) fleetLoop(ctx context.Context) {
+func (a *Inventory) fleetLoop(ctx context.Context) {
 	s := a.comp.fleet
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
@@ -246,7 +228,7 @@ func (a *Arbiter) fleetLoop(ctx context.Context) {
 
 // status adds each fleet class's figures to the classes of a status report
 // (the classes set reported them first).
-func (s *fleetSet) status(out *api.Components) {
+func (s *fleetSet) Status(out *api.Components) {
 	byClass := s.statusByClass()
 	for i := range out.Classes {
 		if st, ok := byClass[out.Classes[i].Name]; ok {
@@ -270,7 +252,7 @@ func (s *fleetSet) statusByClass() map[string]*api.FleetStatus {
 			Terminating: cs.Terminating, CeilingRefused: cs.CeilingRefused, VMCeiling: e.VMCeiling, UsageClass: e.UsageClass,
 			LastError: cmp.Or(cs.LastError, stackErr), LastLaunchError: cs.LastLaunchError, LastHour: cs.LastHour,
 			Launched: cs.Launched, Terminated: map[string]uint64{}, LaunchErrors: cs.LaunchErrors, IdleRunnerSeconds: cs.IdleSeconds,
-			SpotSnoozedUntil: timePtr(cs.SpotSnoozedUntil), LaunchBackoffUntil: timePtr(cs.LaunchBackoffUntil), LastRun: timePtr(cs.LastRun),
+			SpotSnoozedUntil: httpapi.TimePtr(cs.SpotSnoozedUntil), LaunchBackoffUntil: httpapi.TimePtr(cs.LaunchBackoffUntil), LastRun: httpapi.TimePtr(cs.LastRun),
 		}
 		for r, n := range cs.Terminated {
 			st.Terminated[string(r)] = n
@@ -313,24 +295,24 @@ func (c fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	byClass := c.s.statusByClass()
 	for _, class := range slices.Sorted(maps.Keys(byClass)) {
 		st := byClass[class]
-		gauge(ch, descFleetDesired, float64(st.Desired), class, st.Schedule)
+		component.Gauge(ch, descFleetDesired, float64(st.Desired), class, st.Schedule)
 		for state, n := range map[string]int{"idle": st.Idle, "booting": st.Booting, "claimed": st.Claimed, "terminating": st.Terminating} {
-			gauge(ch, descFleetRunners, float64(n), class, state)
+			component.Gauge(ch, descFleetRunners, float64(n), class, state)
 		}
 		for _, lc := range []string{fleet.Spot, fleet.OnDemand} {
-			counter(ch, descFleetLaunched, float64(st.Launched[lc]), class, lc)
+			component.Counter(ch, descFleetLaunched, float64(st.Launched[lc]), class, lc)
 		}
 		for _, r := range fleet.Reasons() {
-			counter(ch, descFleetTerminated, float64(st.Terminated[string(r)]), class, string(r))
+			component.Counter(ch, descFleetTerminated, float64(st.Terminated[string(r)]), class, string(r))
 		}
 		for code, n := range st.LaunchErrors {
-			counter(ch, descFleetLaunchErrors, float64(n), class, code)
+			component.Counter(ch, descFleetLaunchErrors, float64(n), class, code)
 		}
-		gauge(ch, descFleetRefused, float64(st.CeilingRefused), class)
-		gauge(ch, descFleetSnoozed, b2f(st.SpotSnoozedUntil != nil), class)
-		counter(ch, descFleetIdleSeconds, st.IdleRunnerSeconds, class)
+		component.Gauge(ch, descFleetRefused, float64(st.CeilingRefused), class)
+		component.Gauge(ch, descFleetSnoozed, component.B2F(st.SpotSnoozedUntil != nil), class)
+		component.Counter(ch, descFleetIdleSeconds, st.IdleRunnerSeconds, class)
 		if st.PickupHitRatio != nil {
-			gauge(ch, descFleetHitRatio, *st.PickupHitRatio, class)
+			component.Gauge(ch, descFleetHitRatio, *st.PickupHitRatio, class)
 		}
 	}
 	c.s.offered.Collect(ch)
