@@ -13,6 +13,9 @@ import (
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/holders"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/records"
 	"github.com/rpdhq/rpd/internal/open"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -51,8 +54,8 @@ type Arbiter struct {
 	comp       *components
 	permits    *permitTable
 	grants     *grants
-	leaseStore *asyncDeleteStore
-	requests   requestLatch
+	leaseStore *records.AsyncDeleteStore
+	requests   httpapi.RequestLatch
 	stopping   atomic.Bool
 }
 
@@ -70,12 +73,12 @@ func New(opts Options) (*Arbiter, error) {
 		opts.Arbitrating = func() bool { return true }
 	}
 	a := &Arbiter{opts: opts, log: opts.Logger, clock: opts.Clock, backend: opts.Backend}
-	a.leaseStore = newAsyncDeleteStore(opts.Leases, a.log)
+	a.leaseStore = records.NewAsyncDeleteStore(opts.Leases, a.log)
 	a.grants = newGrants(opts.Grants, a.log)
 	a.permits = newPermitTable(opts.Clock, a.grants)
 	pm, err := pools.NewManager(pools.Options{Store: a.leaseStore, Logger: a.log.With("component", "pools")})
 	if err != nil {
-		a.leaseStore.close()
+		a.leaseStore.Close()
 		a.grants.close()
 		return nil, err
 	}
@@ -96,7 +99,7 @@ func (a *Arbiter) SetStopping() { a.stopping.Store(true) }
 // Close stops the components and writes the queued record deletes.
 func (a *Arbiter) Close() {
 	a.comp.close()
-	a.leaseStore.close()
+	a.leaseStore.Close()
 	a.grants.sweepClaims(a.comp.ceilings.claimLive) // records of claims that ended since the last sweep
 	a.grants.close()
 }
@@ -141,7 +144,7 @@ func (a *Arbiter) Components() api.Components {
 	out := a.comp.snapshot()
 	permits := a.permits.list()
 	for i := range out.Budgets {
-		withBudgetHolding(&out.Budgets[i], permits)
+		holders.WithBudgetHolding(&out.Budgets[i], permits)
 	}
 	return out
 }

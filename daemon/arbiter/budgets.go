@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/holders"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/fatjob"
@@ -304,7 +305,7 @@ func (a *Arbiter) Budgets() []api.BudgetStatus {
 	list := a.comp.budgets.list()
 	permits := a.permits.list()
 	for i := range list {
-		withBudgetHolding(&list[i], permits)
+		holders.WithBudgetHolding(&list[i], permits)
 	}
 	return list
 }
@@ -315,6 +316,6 @@ func (a *Arbiter) Budget(name string) (api.BudgetDetail, error) {
 	if !ok {
 		return api.BudgetDetail{}, httpapi.NotFound("no budget %q: declare it with a budget block", name)
 	}
-	holders := withBudgetHolding(&st, a.permits.list())
+	holders := holders.WithBudgetHolding(&st, a.permits.list())
 	return api.BudgetDetail{BudgetStatus: st, Holders: holders}, nil
 }

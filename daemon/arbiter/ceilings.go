@@ -18,6 +18,7 @@ import (
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/holders"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
@@ -254,7 +255,7 @@ func (s *ceilingSet) get(name string) (api.CeilingDetail, bool) {
 		return api.CeilingDetail{}, false
 	}
 	st := ceilingStatus(ce)
-	holders := withCeilingHolding(&st, ce.ledger)
+	holders := holders.WithCeilingHolding(&st, ce.ledger)
 	return api.CeilingDetail{CeilingStatus: st, Holders: holders}, true
 }
 
@@ -263,7 +264,7 @@ func (s *ceilingSet) list() []api.CeilingStatus {
 	out := make([]api.CeilingStatus, 0, len(s.m))
 	for _, ce := range s.m {
 		st := ceilingStatus(ce)
-		withCeilingHolding(&st, ce.ledger)
+		holders.WithCeilingHolding(&st, ce.ledger)
 		out = append(out, st)
 	}
 	s.mu.Unlock()

@@ -44,7 +44,7 @@ type grantKind[G any] struct {
 func grant[G any](ctx context.Context, a *Arbiter, k grantKind[G]) (G, error) {
 	var zero G
 	if k.latch != "" {
-		unlock, err := a.requests.lock(ctx, k.latch)
+		unlock, err := a.requests.Lock(ctx, k.latch)
 		if err != nil {
 			return zero, err
 		}

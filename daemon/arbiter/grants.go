@@ -12,6 +12,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/daemon/internal/records"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/runtime/ledger"
 	"github.com/rpdhq/rpd/runtime/pools"
@@ -37,7 +38,7 @@ type grants struct {
 	// HTTP as opaque records by ID, so a restarted daemon still counts what
 	// its clients hold (pool leases have their own store, pools.Store).
 	store backend.GrantStore
-	q     *deleteQueue
+	q     *records.DeleteQueue
 
 	mu     sync.Mutex
 	claims map[string]claimRef // recorded claims by record ID, for sweepClaims
@@ -51,7 +52,7 @@ type claimRef struct {
 }
 
 func newGrants(store backend.GrantStore, log *slog.Logger) *grants {
-	return &grants{store: store, q: newDeleteQueue("grant", store.DeleteGrant, log), claims: map[string]claimRef{}}
+	return &grants{store: store, q: records.NewDeleteQueue("grant", store.DeleteGrant, log), claims: map[string]claimRef{}}
 }
 
 func (g *grants) put(ctx context.Context, id string, rec grantRecord) error {
@@ -100,7 +101,7 @@ func (g *grants) putPermit(ctx context.Context, l api.Lease, owner string) error
 
 func (g *grants) deletePermit(leaseID string) {
 	if g != nil {
-		_ = g.q.delete(context.Background(), permitRecordID(leaseID))
+		_ = g.q.Delete(context.Background(), permitRecordID(leaseID))
 	}
 }
 
@@ -172,7 +173,7 @@ func (g *grants) deleteClaim(ceiling string, id ledger.ClaimID) {
 	g.mu.Lock()
 	delete(g.claims, rid)
 	g.mu.Unlock()
-	_ = g.q.delete(context.Background(), rid)
+	_ = g.q.Delete(context.Background(), rid)
 }
 
 // sweepClaims deletes the records of claims that ended inside their ledger
@@ -192,13 +193,13 @@ func (g *grants) sweepClaims(live func(ceiling string, id ledger.ClaimID) bool) 
 	}
 	g.mu.Unlock()
 	for _, rid := range ended {
-		_ = g.q.delete(context.Background(), rid)
+		_ = g.q.Delete(context.Background(), rid)
 	}
 }
 
 func (g *grants) close() {
 	if g != nil {
-		g.q.close()
+		g.q.Close()
 	}
 }
 

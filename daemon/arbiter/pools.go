@@ -16,6 +16,7 @@ import (
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/holders"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/reconcile"
@@ -232,7 +233,7 @@ func (s *poolSet) list() []api.PoolStatus {
 	for _, st := range list {
 		_, retained := gone[st.Name]
 		ps := poolStatus(st, retained)
-		withPoolCounts(s.mgr, &ps)
+		holders.WithPoolCounts(s.mgr, &ps)
 		out = append(out, ps)
 	}
 	slices.SortFunc(out, func(a, b api.PoolStatus) int { return strings.Compare(a.Name, b.Name) })
@@ -246,7 +247,7 @@ func (s *poolSet) get(name string) (api.PoolDetail, error) {
 		return api.PoolDetail{}, err
 	}
 	ps := poolStatus(st, s.retained(name))
-	holders := withPoolHolding(s.mgr, &ps)
+	holders := holders.WithPoolHolding(s.mgr, &ps)
 	return api.PoolDetail{PoolStatus: ps, Holders: holders}, nil
 }
 
@@ -330,13 +331,6 @@ func (s *poolSet) collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// A pool lease's external ID is the pools package's "<pool>/<id>" with the
-// slash made a dot, so that it fits one URL path segment (pool names cannot
-// contain dots). Budget permits use "~" instead (see permits.go).
-func externalLeaseID(id string) string { return strings.Replace(id, "/", ".", 1) }
-
-func internalLeaseID(id string) string { return strings.Replace(id, ".", "/", 1) }
-
 // poolRequest validates an acquire body and converts it.
 func (a *Arbiter) poolRequest(req api.AcquireRequest) (pools.Request, time.Duration, error) {
 	var pr pools.Request
@@ -406,7 +400,7 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 			if !ok {
 				return nil, "", "", false
 			}
-			return l, l.Owner(), "lease " + externalLeaseID(pr.ID), true
+			return l, l.Owner(), "lease " + holders.ExternalLeaseID(pr.ID), true
 		},
 		// The pools package waits pr.Timeout itself.
 		take: func(ctx context.Context) (*pools.Lease, error) { return a.comp.pools.acquire(ctx, pool, pr, wait) },
@@ -429,7 +423,7 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 
 func poolLease(l *pools.Lease) api.Lease {
 	return api.Lease{
-		LeaseID:    externalLeaseID(l.ID()),
+		LeaseID:    holders.ExternalLeaseID(l.ID()),
 		Kind:       api.KindPool,
 		Pool:       l.Pool(),
 		TaskID:     l.TaskID(),
@@ -476,7 +470,7 @@ func (a *Arbiter) Heartbeat(ctx context.Context, id string) (api.Lease, error) {
 
 // heldLease finds pool lease id (external form) for ctx's principal.
 func (a *Arbiter) heldLease(ctx context.Context, id, hint string) (*pools.Lease, error) {
-	l, err := a.comp.pools.lease(internalLeaseID(id))
+	l, err := a.comp.pools.lease(holders.InternalLeaseID(id))
 	if err != nil {
 		return nil, httpapi.NotFound("no lease %s: it was released, expired, or never existed%s", id, hint)
 	}

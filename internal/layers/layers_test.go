@@ -64,12 +64,14 @@ var rules = map[string]rule{
 	"daemon/statuspage":            {},
 	"daemon/internal/httpapi":      {rpd: []string{"api", "backend", "runtime/fatjob", "runtime/ledger", "runtime/pools"}},
 	"daemon/internal/component":    {rpd: []string{"api", "reconcile", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
+	"daemon/internal/holders":      {rpd: []string{"api", "daemon/internal/httpapi", "runtime/ledger", "runtime/pools"}},
+	"daemon/internal/records":      {rpd: []string{"runtime/pools"}},
 	"daemon/internal/leader":       {rpd: []string{"backend", "daemon/internal/httpapi", "runtime/pools"}},
 	"daemon/internal/security":     {rpd: []string{"api", "daemon/internal/httpapi", "daemon/statuspage", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The arbiter: the grant kinds, their records and the one grant
 	// pipeline, on the runtime components; the HTTP edge (package daemon)
 	// asks it, never the other way round.
-	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/component", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
+	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/component", "daemon/internal/holders", "daemon/internal/httpapi", "daemon/internal/records", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The runner inventory: classes and the fleet, whose VMs are claims
 	// on the arbiter's ceilings.

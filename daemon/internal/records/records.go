@@ -1,4 +1,8 @@
-package arbiter
+// Package records holds what writes the durable records of grants in the
+// background: a release answers without waiting for its record's delete,
+// which a writer goroutine sends (DeleteQueue, AsyncDeleteStore). Puts
+// stay synchronous: a grant whose record is not written is given back.
+package records
 
 import (
 	"context"
@@ -20,7 +24,7 @@ import (
 // runs out, so the component under-commits for at most one TTL and never
 // over-commits. A lost put would over-commit, which is why grants are never
 // deferred. close flushes the queue, so a clean shutdown loses nothing.
-type deleteQueue struct {
+type DeleteQueue struct {
 	what string // "pool lease", "grant": for the log
 	del  func(ctx context.Context, id string) error
 	log  *slog.Logger
@@ -33,8 +37,8 @@ type deleteQueue struct {
 	timeout time.Duration
 }
 
-func newDeleteQueue(what string, del func(context.Context, string) error, log *slog.Logger) *deleteQueue {
-	q := &deleteQueue{what: what, del: del, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: 5 * time.Second}
+func NewDeleteQueue(what string, del func(context.Context, string) error, log *slog.Logger) *DeleteQueue {
+	q := &DeleteQueue{what: what, del: del, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: 5 * time.Second}
 	go q.run()
 	return q
 }
@@ -42,9 +46,9 @@ func newDeleteQueue(what string, del func(context.Context, string) error, log *s
 // maxQueued bounds the backlog: beyond it a delete is written synchronously.
 const maxQueued = 4096
 
-// delete queues the delete of id and returns at once (or, with the queue
+// Delete queues the delete of id and returns at once (or, with the queue
 // full or closed, deletes synchronously).
-func (q *deleteQueue) delete(ctx context.Context, id string) error {
+func (q *DeleteQueue) Delete(ctx context.Context, id string) error {
 	q.mu.Lock()
 	if q.closed || len(q.queue) >= maxQueued {
 		q.mu.Unlock()
@@ -64,7 +68,7 @@ func (q *deleteQueue) delete(ctx context.Context, id string) error {
 // one transaction or batch instead of one round trip each.
 const inFlight = 64
 
-func (q *deleteQueue) run() {
+func (q *DeleteQueue) run() {
 	defer close(q.done)
 	var wg sync.WaitGroup
 	for {
@@ -97,9 +101,9 @@ func (q *deleteQueue) run() {
 	}
 }
 
-// close writes every queued delete and stops the writer. Later deletes are
+// Close writes every queued delete and stops the writer. Later deletes are
 // synchronous.
-func (q *deleteQueue) close() {
+func (q *DeleteQueue) Close() {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -116,19 +120,19 @@ func (q *deleteQueue) close() {
 
 // asyncDeleteStore wraps the backend's pool lease store so that releases do
 // not wait for their record's delete (see deleteQueue).
-type asyncDeleteStore struct {
+type AsyncDeleteStore struct {
 	pools.Store
-	q *deleteQueue
+	q *DeleteQueue
 }
 
-func newAsyncDeleteStore(s pools.Store, log *slog.Logger) *asyncDeleteStore {
-	return &asyncDeleteStore{Store: s, q: newDeleteQueue("pool lease", s.DeleteLease, log)}
+func NewAsyncDeleteStore(s pools.Store, log *slog.Logger) *AsyncDeleteStore {
+	return &AsyncDeleteStore{Store: s, q: NewDeleteQueue("pool lease", s.DeleteLease, log)}
 }
 
 // DeleteLease queues the delete and returns at once.
-func (a *asyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {
-	return a.q.delete(ctx, leaseID)
+func (a *AsyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {
+	return a.q.Delete(ctx, leaseID)
 }
 
-// close writes every queued delete and stops the writer.
-func (a *asyncDeleteStore) close() { a.q.close() }
+// Close writes every queued delete and stops the writer.
+func (a *AsyncDeleteStore) Close() { a.q.Close() }

@@ -1,4 +1,4 @@
-package arbiter
+package records
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 func TestAsyncDeleteStoreFlushesOnClose(t *testing.T) {
 	ctx := context.Background()
 	var mem pools.MemoryStore
-	s := newAsyncDeleteStore(&mem, slog.New(slog.DiscardHandler))
+	s := NewAsyncDeleteStore(&mem, slog.New(slog.DiscardHandler))
 	const n = 5000 // beyond maxQueued: some deletes go synchronously
 	var wg sync.WaitGroup
 	for w := 0; w < 4; w++ {
@@ -32,7 +32,7 @@ func TestAsyncDeleteStoreFlushesOnClose(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s.close()
+	s.Close()
 	recs, _ := mem.LoadLeases(ctx)
 	if len(recs) != 0 {
 		t.Fatalf("%d records left after close, want 0", len(recs))
@@ -43,5 +43,5 @@ func TestAsyncDeleteStoreFlushesOnClose(t *testing.T) {
 	if recs, _ := mem.LoadLeases(ctx); len(recs) != 0 {
 		t.Fatalf("a delete after close was lost: %v", recs)
 	}
-	s.close() // idempotent
+	s.Close() // idempotent
 }

@@ -1,21 +1,21 @@
-package arbiter
+package httpapi
 
 import (
 	"context"
 	"sync"
 )
 
-// requestLatch serialises the requests that carry the same request_id, so
+// RequestLatch serialises the requests that carry the same request_id, so
 // that a client's retry racing its original (whose answer was lost) waits
 // for it and then finds its grant, instead of being granted a second time.
-type requestLatch struct {
+type RequestLatch struct {
 	mu       sync.Mutex
 	inflight map[string]chan struct{}
 }
 
-// lock waits until no other request holds key, then holds it; it fails
+// Lock waits until no other request holds key, then holds it; it fails
 // with ctx's error if ctx ends first. The returned func releases key.
-func (rl *requestLatch) lock(ctx context.Context, key string) (func(), error) {
+func (rl *RequestLatch) Lock(ctx context.Context, key string) (func(), error) {
 	for {
 		rl.mu.Lock()
 		if rl.inflight == nil {
