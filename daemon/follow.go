@@ -73,16 +73,7 @@ func (d *Daemon) heldSlots(cfg *spec.Config) map[string]int {
 // followLoop is serve mode: read the state store's version every
 // StatePoll and hot-apply a new runtime document.
 func (d *Daemon) followLoop(ctx context.Context) {
-	t := time.NewTicker(d.opts.StatePoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			d.reload(ctx, false)
-		}
-	}
+	component.Every(ctx, d.opts.StatePoll, func(ctx context.Context) { d.reload(ctx, false) })
 }
 
 // follow reads the runtime document and applies it when its version

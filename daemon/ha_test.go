@@ -204,7 +204,7 @@ func TestFencedLeaderStepsDown(t *testing.T) {
 	if err := a.stop(); !errors.Is(err, ErrSteppedDown) {
 		t.Fatalf("Run of the fenced leader = %v; want ErrSteppedDown", err)
 	}
-	if ps, _ := b.d.arb.Pool("db"); ps.Used != 0 {
+	if ps, _ := b.d.arb.Pool(context.Background(), "db"); ps.Used != 0 {
 		t.Fatalf("the standby counts %+v", ps)
 	}
 }

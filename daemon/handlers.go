@@ -1,26 +1,121 @@
 package daemon
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/rpdhq/rpd/api"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 )
 
-// This file is the API's edge onto the arbiter: each handler decodes its
-// request, asks the arbiter, and answers. A grant whose answer cannot be
-// delivered (the client is gone) is given back: nobody would heartbeat or
-// release it.
+// This file is the API's edge onto the arbiter and the inventory: every
+// route of a grant or a runner decodes its request, asks them, and
+// answers. A grant whose answer cannot be delivered (the client is gone)
+// is given back: nobody would heartbeat or release it.
 
-// grantAnswer writes a granted g, giving it back when the answer cannot be
-// written.
-func (d *Daemon) grantAnswer(w http.ResponseWriter, r *http.Request, g any, giveBack func(), err error) {
-	if err != nil {
-		d.fail(w, r, err)
-		return
+// componentRoutes registers the routes of the pools, budgets, VM ceilings,
+// runner classes and their grants. docs/api.md documents each.
+func (d *Daemon) componentRoutes(mux *http.ServeMux) {
+	a, inv := d.arb, d.inv
+	mux.HandleFunc("GET /v1/pools", list(d, func() any { return api.PoolList{Pools: a.Pools()} }))
+	mux.HandleFunc("GET /v1/pools/{name}", read(d, "name", a.Pool))
+	mux.HandleFunc("POST /v1/pools/{name}/acquire", grant(d, "name", a.AcquireLease))
+	mux.HandleFunc("GET /v1/leases", d.listLeases)
+	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", call(d, "id", func(ctx context.Context, id string, _ struct{}) (api.Lease, error) {
+		return a.Heartbeat(ctx, id)
+	}))
+	mux.HandleFunc("DELETE /v1/leases/{id}", end(d, func(r *http.Request) error { return a.Release(r.Context(), r.PathValue("id")) }))
+
+	mux.HandleFunc("GET /v1/budgets", list(d, func() any { return api.BudgetList{Budgets: a.Budgets()} }))
+	mux.HandleFunc("GET /v1/budgets/{name}", read(d, "name", a.Budget))
+	mux.HandleFunc("POST /v1/budgets/{name}/permits", grant(d, "name", a.AcquirePermit))
+	mux.HandleFunc("DELETE /v1/budgets/{name}/permits/{id}", end(d, func(r *http.Request) error {
+		return a.ReleasePermit(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	}))
+
+	mux.HandleFunc("GET /v1/ceilings", list(d, func() any { return api.CeilingList{Ceilings: a.Ceilings()} }))
+	mux.HandleFunc("GET /v1/ceilings/{name}", read(d, "name", a.Ceiling))
+	mux.HandleFunc("POST /v1/ceilings/{name}/claims", grant(d, "name", a.RequestClaim))
+	mux.HandleFunc("POST /v1/ceilings/{name}/claims/{id}/confirm", func(w http.ResponseWriter, r *http.Request) {
+		if err := httpapi.Decode(w, r, &struct{}{}); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		c, err := a.ConfirmClaim(r.Context(), r.PathValue("name"), r.PathValue("id"))
+		d.answer(w, r, c, err)
+	})
+	mux.HandleFunc("DELETE /v1/ceilings/{name}/claims/{id}", end(d, func(r *http.Request) error {
+		return a.CancelClaim(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	}))
+	mux.HandleFunc("PUT /v1/ceilings/{name}/usage", call(d, "name", a.PutUsage))
+
+	mux.HandleFunc("GET /v1/classes", func(w http.ResponseWriter, r *http.Request) {
+		_ = httpapi.WriteJSONConditional(w, r, api.ClassList{Classes: inv.Classes(r.Context())})
+	})
+	mux.HandleFunc("GET /v1/classes/{class}", read(d, "class", inv.Class))
+	mux.HandleFunc("POST /v1/classes/{class}/pickup", grant(d, "class", inv.Pickup))
+	mux.HandleFunc("GET /v1/classes/{class}/instances", d.listInstances)
+	mux.HandleFunc("POST /v1/classes/{class}/instances", call(d, "class", inv.Offer))
+	mux.HandleFunc("GET /v1/instances/{id}", read(d, "id", inv.Instance))
+	mux.HandleFunc("POST /v1/instances/{id}/release", call(d, "id", inv.ReleaseInstance))
+	mux.HandleFunc("POST /v1/instances/{id}/confirm", call(d, "id", inv.ConfirmInstance))
+}
+
+// list answers what fn reports.
+func list(d *Daemon, fn func() any) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { d.answer(w, r, fn(), nil) }
+}
+
+// read answers fn of the path's {param}.
+func read[T any](d *Daemon, param string, fn func(ctx context.Context, name string) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := fn(r.Context(), r.PathValue(param))
+		d.answer(w, r, v, err)
 	}
-	if err := httpapi.WriteJSON(w, http.StatusOK, g); err != nil && giveBack != nil {
-		giveBack()
+}
+
+// call decodes the body into a Req and answers fn of the path's {param}
+// and it.
+func call[Req, T any](d *Daemon, param string, fn func(ctx context.Context, name string, req Req) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := httpapi.Decode(w, r, &req); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		v, err := fn(r.Context(), r.PathValue(param), req)
+		d.answer(w, r, v, err)
+	}
+}
+
+// grant is call for a grant: when its answer cannot be written, the grant
+// is given back.
+func grant[Req, G any](d *Daemon, param string, fn func(ctx context.Context, name string, req Req) (G, func(), error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if err := httpapi.Decode(w, r, &req); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		g, giveBack, err := fn(r.Context(), r.PathValue(param), req)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if err := httpapi.WriteJSON(w, http.StatusOK, g); err != nil && giveBack != nil {
+			giveBack()
+		}
+	}
+}
+
+// end answers 204 once fn ended what the path names.
+func end(d *Daemon, fn func(r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(r); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
@@ -31,106 +126,6 @@ func (d *Daemon) answer(w http.ResponseWriter, r *http.Request, v any, err error
 		return
 	}
 	_ = httpapi.WriteJSON(w, http.StatusOK, v)
-}
-
-// noContent answers 204, or err.
-func (d *Daemon) noContent(w http.ResponseWriter, r *http.Request, err error) {
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// decoded decodes r's body into a new T, answering the error itself.
-func decoded[T any](d *Daemon, w http.ResponseWriter, r *http.Request) (T, bool) {
-	var v T
-	if err := httpapi.Decode(w, r, &v); err != nil {
-		d.fail(w, r, err)
-		return v, false
-	}
-	return v, true
-}
-
-func (d *Daemon) listPools(w http.ResponseWriter, r *http.Request) {
-	d.answer(w, r, api.PoolList{Pools: d.arb.Pools()}, nil)
-}
-
-func (d *Daemon) getPool(w http.ResponseWriter, r *http.Request) {
-	st, err := d.arb.Pool(r.PathValue("name"))
-	d.answer(w, r, st, err)
-}
-
-func (d *Daemon) acquire(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.AcquireRequest](d, w, r); ok {
-		l, giveBack, err := d.arb.AcquireLease(r.Context(), r.PathValue("name"), req)
-		d.grantAnswer(w, r, l, giveBack, err)
-	}
-}
-
-func (d *Daemon) heartbeat(w http.ResponseWriter, r *http.Request) {
-	if _, ok := decoded[struct{}](d, w, r); ok {
-		l, err := d.arb.Heartbeat(r.Context(), r.PathValue("id"))
-		d.answer(w, r, l, err)
-	}
-}
-
-func (d *Daemon) releaseLease(w http.ResponseWriter, r *http.Request) {
-	d.noContent(w, r, d.arb.Release(r.Context(), r.PathValue("id")))
-}
-
-func (d *Daemon) listBudgets(w http.ResponseWriter, r *http.Request) {
-	d.answer(w, r, api.BudgetList{Budgets: d.arb.Budgets()}, nil)
-}
-
-func (d *Daemon) getBudget(w http.ResponseWriter, r *http.Request) {
-	st, err := d.arb.Budget(r.PathValue("name"))
-	d.answer(w, r, st, err)
-}
-
-func (d *Daemon) acquirePermit(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.PermitRequest](d, w, r); ok {
-		l, giveBack, err := d.arb.AcquirePermit(r.Context(), r.PathValue("name"), req)
-		d.grantAnswer(w, r, l, giveBack, err)
-	}
-}
-
-func (d *Daemon) releasePermit(w http.ResponseWriter, r *http.Request) {
-	d.noContent(w, r, d.arb.ReleasePermit(r.Context(), r.PathValue("name"), r.PathValue("id")))
-}
-
-func (d *Daemon) listCeilings(w http.ResponseWriter, r *http.Request) {
-	d.answer(w, r, api.CeilingList{Ceilings: d.arb.Ceilings()}, nil)
-}
-
-func (d *Daemon) getCeiling(w http.ResponseWriter, r *http.Request) {
-	st, err := d.arb.Ceiling(r.PathValue("name"))
-	d.answer(w, r, st, err)
-}
-
-func (d *Daemon) requestClaim(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.ClaimRequest](d, w, r); ok {
-		c, giveBack, err := d.arb.RequestClaim(r.Context(), r.PathValue("name"), req)
-		d.grantAnswer(w, r, c, giveBack, err)
-	}
-}
-
-func (d *Daemon) confirmClaim(w http.ResponseWriter, r *http.Request) {
-	if _, ok := decoded[struct{}](d, w, r); ok {
-		c, err := d.arb.ConfirmClaim(r.Context(), r.PathValue("name"), r.PathValue("id"))
-		d.answer(w, r, c, err)
-	}
-}
-
-func (d *Daemon) cancelClaim(w http.ResponseWriter, r *http.Request) {
-	d.noContent(w, r, d.arb.CancelClaim(r.Context(), r.PathValue("name"), r.PathValue("id")))
-}
-
-func (d *Daemon) putUsage(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.UsageRequest](d, w, r); ok {
-		st, err := d.arb.PutUsage(r.PathValue("name"), req)
-		d.answer(w, r, st, err)
-	}
 }
 
 func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
@@ -145,43 +140,6 @@ func (d *Daemon) listLeases(w http.ResponseWriter, r *http.Request) {
 	_ = httpapi.WriteJSONConditional(w, r, api.GrantList{Leases: win.Out, Total: win.Total, NextOffset: win.Next()})
 }
 
-func (d *Daemon) pickup(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.PickupRequest](d, w, r); ok {
-		inst, giveBack, err := d.inv.Pickup(r.Context(), r.PathValue("class"), req)
-		d.grantAnswer(w, r, inst, giveBack, err)
-	}
-}
-
-func (d *Daemon) confirmInstance(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.ConfirmInstanceRequest](d, w, r); ok {
-		inst, err := d.inv.ConfirmInstance(r.Context(), r.PathValue("id"), req)
-		d.answer(w, r, inst, err)
-	}
-}
-
-func (d *Daemon) offer(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.Instance](d, w, r); ok {
-		inst, err := d.inv.Offer(r.Context(), r.PathValue("class"), req)
-		d.answer(w, r, inst, err)
-	}
-}
-
-func (d *Daemon) releaseInstance(w http.ResponseWriter, r *http.Request) {
-	if req, ok := decoded[api.ReleaseInstanceRequest](d, w, r); ok {
-		inst, err := d.inv.ReleaseInstance(r.Context(), r.PathValue("id"), req)
-		d.answer(w, r, inst, err)
-	}
-}
-
-func (d *Daemon) listClasses(w http.ResponseWriter, r *http.Request) {
-	_ = httpapi.WriteJSONConditional(w, r, api.ClassList{Classes: d.inv.Classes(r.Context())})
-}
-
-func (d *Daemon) getClass(w http.ResponseWriter, r *http.Request) {
-	cl, err := d.inv.Class(r.Context(), r.PathValue("class"))
-	d.answer(w, r, cl, err)
-}
-
 func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 	win, err := httpapi.PageBounds[api.Instance](r.URL.Query())
 	if err == nil {
@@ -192,9 +150,4 @@ func (d *Daemon) listInstances(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = httpapi.WriteJSONConditional(w, r, api.InstanceList{Instances: win.Out, Total: win.Total, NextOffset: win.Next()})
-}
-
-func (d *Daemon) getInstance(w http.ResponseWriter, r *http.Request) {
-	inst, err := d.inv.Instance(r.Context(), r.PathValue("id"))
-	d.answer(w, r, inst, err)
 }

@@ -23,33 +23,7 @@ func (d *Daemon) routes() http.Handler {
 	mux.HandleFunc("GET /v1/status", d.status)
 	mux.HandleFunc("POST /v1/reload", d.reloadRoute)
 
-	mux.HandleFunc("GET /v1/pools", d.listPools)
-	mux.HandleFunc("GET /v1/pools/{name}", d.getPool)
-	mux.HandleFunc("POST /v1/pools/{name}/acquire", d.acquire)
-	mux.HandleFunc("GET /v1/leases", d.listLeases)
-	mux.HandleFunc("POST /v1/leases/{id}/heartbeat", d.heartbeat)
-	mux.HandleFunc("DELETE /v1/leases/{id}", d.releaseLease)
-
-	mux.HandleFunc("GET /v1/budgets", d.listBudgets)
-	mux.HandleFunc("GET /v1/budgets/{name}", d.getBudget)
-	mux.HandleFunc("POST /v1/budgets/{name}/permits", d.acquirePermit)
-	mux.HandleFunc("DELETE /v1/budgets/{name}/permits/{id}", d.releasePermit)
-
-	mux.HandleFunc("GET /v1/ceilings", d.listCeilings)
-	mux.HandleFunc("GET /v1/ceilings/{name}", d.getCeiling)
-	mux.HandleFunc("POST /v1/ceilings/{name}/claims", d.requestClaim)
-	mux.HandleFunc("POST /v1/ceilings/{name}/claims/{id}/confirm", d.confirmClaim)
-	mux.HandleFunc("DELETE /v1/ceilings/{name}/claims/{id}", d.cancelClaim)
-	mux.HandleFunc("PUT /v1/ceilings/{name}/usage", d.putUsage)
-
-	mux.HandleFunc("GET /v1/classes", d.listClasses)
-	mux.HandleFunc("GET /v1/classes/{class}", d.getClass)
-	mux.HandleFunc("POST /v1/classes/{class}/pickup", d.pickup)
-	mux.HandleFunc("GET /v1/classes/{class}/instances", d.listInstances)
-	mux.HandleFunc("POST /v1/classes/{class}/instances", d.offer)
-	mux.HandleFunc("GET /v1/instances/{id}", d.getInstance)
-	mux.HandleFunc("POST /v1/instances/{id}/release", d.releaseInstance)
-	mux.HandleFunc("POST /v1/instances/{id}/confirm", d.confirmInstance)
+	d.componentRoutes(mux)
 
 	page := statuspage.New()
 	for _, pattern := range page.Patterns() {

@@ -106,16 +106,7 @@ func (a *Arbiter) Close() {
 
 // Run sweeps idle dropped components every sweepEvery until ctx ends.
 func (a *Arbiter) Run(ctx context.Context, sweepEvery time.Duration) {
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.Sweep(ctx)
-		}
-	}
+	component.Every(ctx, sweepEvery, a.Sweep)
 }
 
 // newComponents builds the arbiter's sets, empty.

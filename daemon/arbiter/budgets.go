@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,78 +40,45 @@ type budget struct {
 // budgetSet is the budgets of the configuration, a fatjob.Pool each.
 type budgetSet struct {
 	log *slog.Logger
-
-	mu sync.Mutex
-	m  map[string]*budget
+	k   *component.Keyed[reconcile.BudgetEntry, *fatjob.Pool, *budget]
 }
 
 var _ component.Set = (*budgetSet)(nil)
 
 func newBudgetSet(log *slog.Logger) *budgetSet {
-	return &budgetSet{log: log, m: map[string]*budget{}}
+	return &budgetSet{log: log, k: component.NewKeyed(reconcile.TypeBudget, component.Hooks[reconcile.BudgetEntry, *fatjob.Pool, *budget]{
+		Check: func(_ string, e reconcile.BudgetEntry) error { return BudgetConfig(e).Validate() },
+		Build: func(_ string, e reconcile.BudgetEntry) (*fatjob.Pool, bool, error) {
+			fp, err := fatjob.New(BudgetConfig(e))
+			return fp, err == nil, err
+		},
+		Create: func(name string, e reconcile.BudgetEntry, fp *fatjob.Pool, _ *budget, _ bool) (*budget, string) {
+			return &budget{name: name, pool: fp, entry: e}, fmt.Sprintf("budget.%s: created", name)
+		},
+		Update: func(name string, cur *budget, e reconcile.BudgetEntry) (string, error) {
+			if cur.entry == e {
+				return "", nil
+			}
+			if err := cur.pool.Reconfigure(BudgetConfig(e)); err != nil {
+				return "", err
+			}
+			change := component.EntryChange("budget."+name, cur.entry, e)
+			cur.entry = e
+			return change, nil
+		},
+	})}
 }
 
 func (s *budgetSet) Prepare(in *component.Input) (component.CommitFunc, error) {
-	s.mu.Lock()
-	have := maps.Clone(s.m)
-	s.mu.Unlock()
-	entries := in.Doc().Budgets
-	fresh, err := component.PrepareEach(in, reconcile.TypeBudget, entries, func(name string, e reconcile.BudgetEntry) (*fatjob.Pool, bool, error) {
-		fc := BudgetConfig(e)
-		if err := fc.Validate(); err != nil {
-			return nil, false, err
-		}
-		if _, ok := have[name]; ok {
-			return nil, false, nil
-		}
-		fp, err := fatjob.New(fc)
-		return fp, err == nil, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
-}
-
-func (s *budgetSet) commit(entries map[string]reconcile.BudgetEntry, fresh map[string]*fatjob.Pool) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return component.CommitEach(reconcile.TypeBudget, s.m, entries, func(name string, e reconcile.BudgetEntry, cur *budget, had bool) (string, error) {
-		if !had {
-			fp := fresh[name]
-			if fp == nil { // swept since prepare
-				var err error
-				if fp, err = fatjob.New(BudgetConfig(e)); err != nil {
-					return "", err
-				}
-			}
-			s.m[name] = &budget{name: name, pool: fp, entry: e}
-			return fmt.Sprintf("budget.%s: created", name), nil
-		}
-		cur.Retained = false
-		if cur.entry == e {
-			return "", nil
-		}
-		if err := cur.pool.Reconfigure(BudgetConfig(e)); err != nil {
-			return "", err
-		}
-		change := component.EntryChange("budget."+name, cur.entry, e)
-		cur.entry = e
-		return change, nil
-	})
+	return s.k.Prepare(in, in.Doc().Budgets)
 }
 
 func (s *budgetSet) Sweep(ctx context.Context) {
-	var removed []string
-	s.mu.Lock()
-	for name, b := range s.m {
-		if st := b.pool.Stats(); b.Retained && st.ScanRingInUse == 0 && st.DeltaCacheInUse == 0 && st.SpillSlotsInUse == 0 && st.Queued == 0 {
-			delete(s.m, name)
-			removed = append(removed, name)
-		}
-	}
-	s.mu.Unlock()
-	for _, name := range removed {
+	removed := s.k.Sweep(func(b *budget) bool {
+		st := b.pool.Stats()
+		return st.ScanRingInUse == 0 && st.DeltaCacheInUse == 0 && st.SpillSlotsInUse == 0 && st.Queued == 0
+	})
+	for name := range removed {
 		s.log.Info("removed budget dropped from the configuration", "budget", name)
 	}
 }
@@ -121,33 +87,32 @@ func (s *budgetSet) Close() {}
 
 // live returns the pool of a declared budget (not of a removed one).
 func (s *budgetSet) live(name string) (*fatjob.Pool, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[name]
-	if !ok || b.Retained {
+	b, ok := s.k.Live(name)
+	if !ok {
 		return nil, false
 	}
 	return b.pool, true
 }
 
 // get reports one budget, declared or retained.
-func (s *budgetSet) get(name string) (api.BudgetStatus, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b, ok := s.m[name]
-	if !ok {
-		return api.BudgetStatus{}, false
-	}
-	return budgetStatus(b), true
+func (s *budgetSet) get(name string) (st api.BudgetStatus, ok bool) {
+	s.k.With(func(m map[string]*budget) {
+		var b *budget
+		if b, ok = m[name]; ok {
+			st = budgetStatus(b)
+		}
+	})
+	return st, ok
 }
 
 func (s *budgetSet) list() []api.BudgetStatus {
-	s.mu.Lock()
-	out := make([]api.BudgetStatus, 0, len(s.m))
-	for _, b := range s.m {
-		out = append(out, budgetStatus(b))
-	}
-	s.mu.Unlock()
+	var out []api.BudgetStatus
+	s.k.With(func(m map[string]*budget) {
+		out = make([]api.BudgetStatus, 0, len(m))
+		for _, b := range m {
+			out = append(out, budgetStatus(b))
+		}
+	})
 	slices.SortFunc(out, func(a, b api.BudgetStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -156,13 +121,13 @@ func (s *budgetSet) Status(out *api.Components) { out.Budgets = s.list() }
 
 // inUse reports what each budget has handed out.
 func (s *budgetSet) inUse() map[string]reconcile.BudgetUse {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]reconcile.BudgetUse, len(s.m))
-	for name, b := range s.m {
-		st := b.pool.Stats()
-		out[name] = reconcile.BudgetUse{ScanRing: st.ScanRingInUse, DeltaCache: st.DeltaCacheInUse, SpillSlots: st.SpillSlotsInUse}
-	}
+	out := map[string]reconcile.BudgetUse{}
+	s.k.With(func(m map[string]*budget) {
+		for name, b := range m {
+			st := b.pool.Stats()
+			out[name] = reconcile.BudgetUse{ScanRing: st.ScanRingInUse, DeltaCache: st.DeltaCacheInUse, SpillSlots: st.SpillSlotsInUse}
+		}
+	})
 	return out
 }
 
@@ -188,9 +153,8 @@ func budgetStatus(b *budget) api.BudgetStatus {
 // collect writes the budgets' series; held counts the remote permits of
 // each budget.
 func (s *budgetSet) collect(ch chan<- prometheus.Metric, held map[string]int) {
-	s.mu.Lock()
-	list := slices.Collect(maps.Values(s.m))
-	s.mu.Unlock()
+	var list []*budget
+	s.k.With(func(m map[string]*budget) { list = slices.Collect(maps.Values(m)) })
 	for _, b := range list {
 		n, p := b.name, b.pool
 		st := p.Stats()
@@ -311,7 +275,7 @@ func (a *Arbiter) Budgets() []api.BudgetStatus {
 }
 
 // Budget reports one budget with its permits.
-func (a *Arbiter) Budget(name string) (api.BudgetDetail, error) {
+func (a *Arbiter) Budget(_ context.Context, name string) (api.BudgetDetail, error) {
 	st, ok := a.comp.budgets.get(name)
 	if !ok {
 		return api.BudgetDetail{}, httpapi.NotFound("no budget %q: declare it with a budget block", name)

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,14 +55,54 @@ type ceilingSet struct {
 	// (fleet_adapters.go); nil: such a source is refused.
 	ec2 func(ctx context.Context) (*ec2.Client, error)
 
-	mu sync.Mutex
-	m  map[string]*ceiling
+	k *component.Keyed[reconcile.CeilingEntry, *ledger.Ledger, *ceiling]
 }
 
 var _ component.Set = (*ceilingSet)(nil)
 
 func newCeilingSet(log *slog.Logger) *ceilingSet {
-	return &ceilingSet{log: log, claimBase: randomClaimBase(), m: map[string]*ceiling{}}
+	s := &ceilingSet{log: log, claimBase: randomClaimBase()}
+	s.k = component.NewKeyed(reconcile.TypeVMCeiling, component.Hooks[reconcile.CeilingEntry, *ledger.Ledger, *ceiling]{
+		Check: func(_ string, e reconcile.CeilingEntry) error {
+			lc, _ := CeilingConfig(e)
+			if err := lc.Validate(); err != nil {
+				return err
+			}
+			_, err := s.usageSource(e)
+			return err
+		},
+		Build: func(name string, e reconcile.CeilingEntry) (*ledger.Ledger, bool, error) {
+			lc, _ := CeilingConfig(e)
+			l, err := s.newLedger(name, lc)
+			return l, err == nil, err
+		},
+		Create: func(name string, e reconcile.CeilingEntry, l *ledger.Ledger, _ *ceiling, _ bool) (*ceiling, string) {
+			ce := &ceiling{name: name, ledger: l, entry: e}
+			src, _ := s.usageSource(e) // checked by prepare
+			ce.startUsage(nil, src)
+			return ce, fmt.Sprintf("vm_ceiling.%s: created", name)
+		},
+		Update: func(name string, cur *ceiling, e reconcile.CeilingEntry) (string, error) {
+			if cur.entry == e {
+				return "", nil
+			}
+			lc, _ := CeilingConfig(e)
+			if err := cur.ledger.Reconfigure(lc); err != nil {
+				return "", err
+			}
+			change := component.EntryChange("vm_ceiling."+name, cur.entry, e)
+			usageChanged := cur.entry.Usage != e.Usage
+			cur.entry = e
+			if usageChanged {
+				// The new loop starts once the old one has returned, so no
+				// figure of the old source lands after one of the new.
+				src, _ := s.usageSource(e) // checked by prepare
+				cur.startUsage(cur.stopUsage(), src)
+			}
+			return change, nil
+		},
+	})
+	return s
 }
 
 // randomClaimBase returns 2^32 × a random 31-bit number + 1: each process
@@ -80,67 +118,7 @@ func (s *ceilingSet) newLedger(name string, lc ledger.Config) (*ledger.Ledger, e
 }
 
 func (s *ceilingSet) Prepare(in *component.Input) (component.CommitFunc, error) {
-	s.mu.Lock()
-	have := maps.Clone(s.m)
-	s.mu.Unlock()
-	entries := in.Doc().VMCeilings
-	fresh, err := component.PrepareEach(in, reconcile.TypeVMCeiling, entries, func(name string, e reconcile.CeilingEntry) (*ledger.Ledger, bool, error) {
-		lc, _ := CeilingConfig(e)
-		if err := lc.Validate(); err != nil {
-			return nil, false, err
-		}
-		if _, err := s.usageSource(e); err != nil {
-			return nil, false, err
-		}
-		if _, ok := have[name]; ok {
-			return nil, false, nil
-		}
-		l, err := s.newLedger(name, lc)
-		return l, err == nil, err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() ([]string, error) { return s.commit(maps.Clone(entries), fresh) }, nil
-}
-
-func (s *ceilingSet) commit(entries map[string]reconcile.CeilingEntry, fresh map[string]*ledger.Ledger) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return component.CommitEach(reconcile.TypeVMCeiling, s.m, entries, func(name string, e reconcile.CeilingEntry, cur *ceiling, had bool) (string, error) {
-		lc, _ := CeilingConfig(e)
-		if !had {
-			l := fresh[name]
-			if l == nil { // swept since prepare
-				var err error
-				if l, err = s.newLedger(name, lc); err != nil {
-					return "", err
-				}
-			}
-			ce := &ceiling{name: name, ledger: l, entry: e}
-			src, _ := s.usageSource(e) // checked by prepare
-			ce.startUsage(nil, src)
-			s.m[name] = ce
-			return fmt.Sprintf("vm_ceiling.%s: created", name), nil
-		}
-		cur.Retained = false
-		if cur.entry == e {
-			return "", nil
-		}
-		if err := cur.ledger.Reconfigure(lc); err != nil {
-			return "", err
-		}
-		change := component.EntryChange("vm_ceiling."+name, cur.entry, e)
-		usageChanged := cur.entry.Usage != e.Usage
-		cur.entry = e
-		if usageChanged {
-			// The new loop starts once the old one has returned, so no
-			// figure of the old source lands after one of the new.
-			src, _ := s.usageSource(e) // checked by prepare
-			cur.startUsage(cur.stopUsage(), src)
-		}
-		return change, nil
-	})
+	return s.k.Prepare(in, in.Doc().VMCeilings)
 }
 
 // startUsage starts ce's usage poll loop on src, once after is closed.
@@ -184,44 +162,41 @@ func waitAll(chans []<-chan struct{}) {
 }
 
 func (s *ceilingSet) Sweep(ctx context.Context) {
-	var removed []string
+	removed := s.k.Sweep(func(ce *ceiling) bool {
+		st := ce.ledger.Status()
+		return st.LocalClaims == 0 && st.Queued == 0
+	})
 	var stopped []<-chan struct{}
-	s.mu.Lock()
-	for name, ce := range s.m {
-		if st := ce.ledger.Status(); ce.Retained && st.LocalClaims == 0 && st.Queued == 0 {
-			stopped = append(stopped, ce.stopUsage())
-			delete(s.m, name)
-			removed = append(removed, name)
-		}
+	for _, ce := range removed {
+		stopped = append(stopped, ce.stopUsage())
 	}
-	s.mu.Unlock()
 	waitAll(stopped)
-	for _, name := range removed {
+	for name := range removed {
 		s.log.Info("removed vm_ceiling dropped from the configuration", "vm_ceiling", name)
 	}
 }
 
 func (s *ceilingSet) Close() {
 	var stopped []<-chan struct{}
-	s.mu.Lock()
-	for _, ce := range s.m {
-		stopped = append(stopped, ce.stopUsage())
-	}
-	s.mu.Unlock()
+	s.k.With(func(m map[string]*ceiling) {
+		for _, ce := range m {
+			stopped = append(stopped, ce.stopUsage())
+		}
+	})
 	waitAll(stopped)
 }
 
 // find returns the named ceiling's ledger; a retained one (dropped from
 // the configuration, still holding claims) serves confirms and cancels but
 // no new claims, so forNew refuses it.
-func (s *ceilingSet) find(name string, forNew bool) (*ledger.Ledger, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ce, ok := s.m[name]
-	if !ok || (forNew && ce.Retained) {
-		return nil, false
-	}
-	return ce.ledger, true
+func (s *ceilingSet) find(name string, forNew bool) (l *ledger.Ledger, ok bool) {
+	s.k.With(func(m map[string]*ceiling) {
+		var ce *ceiling
+		if ce, ok = m[name]; ok && !(forNew && ce.Retained) {
+			l = ce.ledger
+		}
+	})
+	return l, l != nil
 }
 
 // claimLive reports whether claim id of the named ceiling still counts.
@@ -236,38 +211,37 @@ func (s *ceilingSet) claimLive(name string, id ledger.ClaimID) bool {
 
 // snapshot lists the ceilings (name and ledger), sorted by name.
 func (s *ceilingSet) snapshot() []*ceiling {
-	s.mu.Lock()
-	out := make([]*ceiling, 0, len(s.m))
-	for _, ce := range s.m {
-		out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, Retention: ce.Retention})
-	}
-	s.mu.Unlock()
+	var out []*ceiling
+	s.k.With(func(m map[string]*ceiling) {
+		for _, ce := range m {
+			out = append(out, &ceiling{name: ce.name, ledger: ce.ledger, entry: ce.entry, Retention: ce.Retention})
+		}
+	})
 	slices.SortFunc(out, func(a, b *ceiling) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 
 // get reports one ceiling with its claims.
-func (s *ceilingSet) get(name string) (api.CeilingDetail, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ce, ok := s.m[name]
-	if !ok {
-		return api.CeilingDetail{}, false
-	}
-	st := ceilingStatus(ce)
-	holders := holders.WithCeilingHolding(&st, ce.ledger)
-	return api.CeilingDetail{CeilingStatus: st, Holders: holders}, true
+func (s *ceilingSet) get(name string) (d api.CeilingDetail, ok bool) {
+	s.k.With(func(m map[string]*ceiling) {
+		var ce *ceiling
+		if ce, ok = m[name]; ok {
+			d.CeilingStatus = ceilingStatus(ce)
+			d.Holders = holders.WithCeilingHolding(&d.CeilingStatus, ce.ledger)
+		}
+	})
+	return d, ok
 }
 
 func (s *ceilingSet) list() []api.CeilingStatus {
-	s.mu.Lock()
-	out := make([]api.CeilingStatus, 0, len(s.m))
-	for _, ce := range s.m {
-		st := ceilingStatus(ce)
-		holders.WithCeilingHolding(&st, ce.ledger)
-		out = append(out, st)
-	}
-	s.mu.Unlock()
+	out := []api.CeilingStatus{}
+	s.k.With(func(m map[string]*ceiling) {
+		for _, ce := range m {
+			st := ceilingStatus(ce)
+			holders.WithCeilingHolding(&st, ce.ledger)
+			out = append(out, st)
+		}
+	})
 	slices.SortFunc(out, func(a, b api.CeilingStatus) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
@@ -289,10 +263,7 @@ func ceilingStatus(ce *ceiling) api.CeilingStatus {
 }
 
 func (s *ceilingSet) collect(ch chan<- prometheus.Metric) {
-	s.mu.Lock()
-	list := slices.Collect(maps.Values(s.m))
-	s.mu.Unlock()
-	for _, ce := range list {
+	for _, ce := range s.snapshot() {
 		n := ce.name
 		st := ce.ledger.Status()
 		component.Gauge(ch, descCeilingMax, float64(st.Max), n)
@@ -334,7 +305,7 @@ func (a *Arbiter) liveCeiling(name string, forNew bool) (*ledger.Ledger, error) 
 func (a *Arbiter) Ceilings() []api.CeilingStatus { return a.comp.ceilings.list() }
 
 // Ceiling reports one VM ceiling with its claims.
-func (a *Arbiter) Ceiling(name string) (api.CeilingDetail, error) {
+func (a *Arbiter) Ceiling(_ context.Context, name string) (api.CeilingDetail, error) {
 	st, ok := a.comp.ceilings.get(name)
 	if !ok {
 		return api.CeilingDetail{}, httpapi.NotFound("no vm_ceiling %q: declare it with a vm_ceiling block", name)
@@ -460,7 +431,7 @@ func (a *Arbiter) CancelClaim(ctx context.Context, name, id string) error {
 }
 
 // PutUsage records the provider's figure of active VMs for ceiling name.
-func (a *Arbiter) PutUsage(name string, req api.UsageRequest) (api.CeilingStatus, error) {
+func (a *Arbiter) PutUsage(_ context.Context, name string, req api.UsageRequest) (api.CeilingStatus, error) {
 	if req.Active == nil || *req.Active < 0 {
 		return api.CeilingStatus{}, httpapi.BadRequest("active must be given and at least 0: the number of VMs the provider reports running")
 	}
@@ -500,14 +471,14 @@ func (s *ceilingSet) usageSource(e reconcile.CeilingEntry) (ledger.UsageSource, 
 }
 
 // entry returns a ceiling's document entry.
-func (s *ceilingSet) entry(name string) (reconcile.CeilingEntry, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ce, ok := s.m[name]
-	if !ok {
-		return reconcile.CeilingEntry{}, false
-	}
-	return ce.entry, true
+func (s *ceilingSet) entry(name string) (e reconcile.CeilingEntry, ok bool) {
+	s.k.With(func(m map[string]*ceiling) {
+		var ce *ceiling
+		if ce, ok = m[name]; ok {
+			e = ce.entry
+		}
+	})
+	return e, ok
 }
 
 // The fleet's claims: one claim per VM it launches, taken by the fleet's

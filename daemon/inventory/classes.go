@@ -6,10 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,81 +59,71 @@ type classSet struct {
 	// figures (GET /v1/classes): at each new manager, then at every sweep.
 	history pickupHistory
 
-	mu sync.Mutex
-	m  map[string]*class
+	k *component.Keyed[classEntry, *pickup.Manager, *class]
+}
+
+// classEntry is what a class's manager is configured from: its entry and
+// its queue's visibility timeout.
+type classEntry struct {
+	reconcile.ClassEntry
+	visibility reconcile.Duration
 }
 
 var _ component.Set = (*classSet)(nil)
 
 func newClassSet(log *slog.Logger, shortPoll bool, open func(pickup.Config, string) (*pickup.Manager, error), now func() time.Time) *classSet {
-	return &classSet{log: log, shortPoll: shortPoll, open: open, now: now, m: map[string]*class{}}
+	s := &classSet{log: log, shortPoll: shortPoll, open: open, now: now}
+	config := func(name string, e classEntry) pickup.Config {
+		return pickupConfig(name, e.ClassEntry, e.visibility, s.shortPoll)
+	}
+	s.k = component.NewKeyed(reconcile.TypeRunnerClass, component.Hooks[classEntry, *pickup.Manager, *class]{
+		Check: func(name string, e classEntry) error { return config(name, e).Validate() },
+		// A class whose queue changed gets a new manager on the new queue.
+		Rebuild: func(cur *class, e classEntry) bool { return cur.entry.Queue != e.Queue },
+		Build: func(name string, e classEntry) (*pickup.Manager, bool, error) {
+			if s.open == nil {
+				return nil, false, nil // no backend (tests of the plan alone)
+			}
+			m, err := s.open(config(name, e), e.Queue)
+			return m, err == nil, err
+		},
+		Create: func(name string, e classEntry, m *pickup.Manager, cur *class, had bool) (*class, string) {
+			cl := &class{name: name, mgr: m, entry: e.ClassEntry, visibility: e.visibility}
+			s.history.start(s.now(), name, outcomes(m.Counters()))
+			if had {
+				go cur.mgr.GiveBack(context.Background()) // its held misfits, to the old queue; no I/O under the lock
+				return cl, component.EntryChange("runner_class."+name, cur.entry, e.ClassEntry)
+			}
+			return cl, fmt.Sprintf("runner_class.%s: created", name)
+		},
+		Update: func(name string, cur *class, e classEntry) (string, error) {
+			if cur.entry == e.ClassEntry && cur.visibility == e.visibility {
+				return "", nil
+			}
+			if err := cur.mgr.Reconfigure(config(name, e)); err != nil {
+				return "", err
+			}
+			change := ""
+			if cur.entry != e.ClassEntry {
+				change = component.EntryChange("runner_class."+name, cur.entry, e.ClassEntry)
+			}
+			cur.entry, cur.visibility = e.ClassEntry, e.visibility
+			return change, nil
+		},
+	})
+	return s
 }
 
-// prepare validates every class's pickup configuration and builds the
+// Prepare validates every class's pickup configuration and builds the
 // managers that must be new: for new classes, and classes whose queue
 // changed.
 func (s *classSet) Prepare(in *component.Input) (component.CommitFunc, error) {
-	s.mu.Lock()
-	have := maps.Clone(s.m)
-	s.mu.Unlock()
-	entries := in.Doc().RunnerClasses
-	fresh, err := component.PrepareEach(in, reconcile.TypeRunnerClass, entries, func(name string, e reconcile.ClassEntry) (*pickup.Manager, bool, error) {
-		pc := pickupConfig(name, e, in.Doc().Queues[name].VisibilityTimeout, s.shortPoll)
-		if err := pc.Validate(); err != nil {
-			return nil, false, err
-		}
-		if cur, ok := have[name]; (ok && cur.entry.Queue == e.Queue) || s.open == nil {
-			return nil, false, nil
-		}
-		m, err := s.open(pc, e.Queue)
-		return m, err == nil, err
-	})
-	if err != nil {
-		return nil, err
+	doc := in.Doc()
+	entries := make(map[string]classEntry, len(doc.RunnerClasses))
+	for name, e := range doc.RunnerClasses {
+		entries[name] = classEntry{ClassEntry: e, visibility: doc.Queues[name].VisibilityTimeout}
 	}
-	queues := maps.Clone(in.Doc().Queues)
-	return func() ([]string, error) { return s.commit(maps.Clone(entries), queues, fresh) }, nil
-}
-
-// commit installs new managers and reconfigures the others in place.
-func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[string]reconcile.QueueEntry, fresh map[string]*pickup.Manager) ([]string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return component.CommitEach(reconcile.TypeRunnerClass, s.m, entries, func(name string, e reconcile.ClassEntry, cur *class, had bool) (string, error) {
-		vis := queues[name].VisibilityTimeout
-		m := fresh[name]
-		if m == nil && !had && s.open != nil { // swept since prepare
-			var err error
-			if m, err = s.open(pickupConfig(name, e, vis, s.shortPoll), e.Queue); err != nil {
-				return "", err
-			}
-		}
-		switch {
-		case m != nil:
-			s.m[name] = &class{name: name, mgr: m, entry: e, visibility: vis}
-			s.history.start(s.now(), name, outcomes(m.Counters()))
-			if had {
-				go cur.mgr.GiveBack(context.Background()) // its held misfits, to the old queue; no I/O under s.mu
-				return component.EntryChange("runner_class."+name, cur.entry, e), nil
-			}
-			return fmt.Sprintf("runner_class.%s: created", name), nil
-		case !had:
-			return "", nil // no backend (tests of the plan alone)
-		}
-		cur.Retained = false
-		if cur.entry == e && cur.visibility == vis {
-			return "", nil
-		}
-		if err := cur.mgr.Reconfigure(pickupConfig(name, e, vis, s.shortPoll)); err != nil {
-			return "", err
-		}
-		change := ""
-		if cur.entry != e {
-			change = component.EntryChange("runner_class."+name, cur.entry, e)
-		}
-		cur.entry, cur.visibility = e, vis
-		return change, nil
-	})
+	return s.k.Prepare(in, entries)
 }
 
 // sweep drops removed classes: a pickup manager holds no request between
@@ -143,21 +131,14 @@ func (s *classSet) commit(entries map[string]reconcile.ClassEntry, queues map[st
 // its claimed instances stay releasable through the instance table (they
 // are retired, see releaseInstance).
 func (s *classSet) Sweep(ctx context.Context) {
-	s.mu.Lock()
+	dropped := s.k.Sweep(func(*class) bool { return true })
 	now := s.now()
-	var dropped []*pickup.Manager
-	for name, cl := range s.m {
-		if cl.Retained {
-			delete(s.m, name)
-			s.history.forget(name)
-			dropped = append(dropped, cl.mgr)
-			continue
-		}
-		s.history.observe(now, name, outcomes(cl.mgr.Counters()))
+	for _, cl := range s.snapshot() {
+		s.history.observe(now, cl.name, outcomes(cl.mgr.Counters()))
 	}
-	s.mu.Unlock()
-	for _, m := range dropped {
-		m.GiveBack(ctx)
+	for name, cl := range dropped {
+		s.history.forget(name)
+		cl.mgr.GiveBack(ctx)
 	}
 }
 
@@ -171,25 +152,23 @@ func (s *classSet) Close() {}
 
 // live returns the pickup manager of a declared class.
 func (s *classSet) live(name string) (*pickup.Manager, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cl, ok := s.m[name]
-	if !ok || cl.Retained {
+	cl, ok := s.get(name)
+	if !ok {
 		return nil, false
 	}
 	return cl.mgr, true
 }
 
 // get returns a copy of a declared class.
-func (s *classSet) get(name string) (*class, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cl, ok := s.m[name]
-	if !ok || cl.Retained {
-		return nil, false
-	}
-	c := *cl
-	return &c, true
+func (s *classSet) get(name string) (c *class, ok bool) {
+	s.k.With(func(m map[string]*class) {
+		var cl *class
+		if cl, ok = m[name]; ok && !cl.Retained {
+			cp := *cl
+			c = &cp
+		}
+	})
+	return c, c != nil
 }
 
 // declared lists copies of the declared classes (not the removed ones),
@@ -200,12 +179,12 @@ func (s *classSet) declared() []*class {
 
 // snapshot lists copies of every class, sorted by name.
 func (s *classSet) snapshot() []*class {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	list := make([]*class, 0, len(s.m))
-	for _, cl := range s.m {
-		list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, Retention: cl.Retention})
-	}
+	var list []*class
+	s.k.With(func(m map[string]*class) {
+		for _, cl := range m {
+			list = append(list, &class{name: cl.name, mgr: cl.mgr, entry: cl.entry, visibility: cl.visibility, Retention: cl.Retention})
+		}
+	})
 	slices.SortFunc(list, func(a, b *class) int { return strings.Compare(a.name, b.name) })
 	return list
 }

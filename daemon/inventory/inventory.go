@@ -131,17 +131,8 @@ func (a *Inventory) Run(ctx context.Context, sweepEvery time.Duration) {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.fleetLoop(ctx) })
 	wg.Go(func() { a.maintainLoop(ctx) })
-	t := time.NewTicker(sweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			return
-		case <-t.C:
-			a.Sweep(ctx)
-		}
-	}
+	component.Every(ctx, sweepEvery, a.Sweep)
+	wg.Wait()
 }
 
 // This file is the runner inventory: pickup, offer, confirm and release of

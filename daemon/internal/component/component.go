@@ -10,10 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -144,70 +143,6 @@ func EntryChange[E comparable](addr string, old, cur E) string {
 	return addr + ": " + strings.Join(parts, ", ")
 }
 
-// retention is what every component of a keyed set (budgets, VM ceilings,
-// runner classes) carries: whether it was removed from the configuration
-// and is kept only while in use.
-type Retention struct {
-	Retained bool
-}
-
-// Retain marks the component retained; it reports whether it was not yet.
-func (r *Retention) Retain() bool {
-	was := r.Retained
-	r.Retained = true
-	return !was
-}
-
-// prepareEach is a keyed set's prepare over the document's entries of its
-// kind, in name order, changing nothing: prep validates one entry and,
-// when it needs a new component, builds it (built true). It returns what
-// was built by name, or every problem found joined, each located at its
-// entry's declaration.
-func PrepareEach[E, X any](in *Input, typ reconcile.ResourceType, entries map[string]E, prep func(name string, e E) (x X, built bool, err error)) (map[string]X, error) {
-	fresh := map[string]X{}
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		x, built, err := prep(name, entries[name])
-		switch {
-		case err != nil:
-			errs = append(errs, in.Errorf(reconcile.Address{Type: typ, Name: name}, "%v", err))
-		case built:
-			fresh[name] = x
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return fresh, nil
-}
-
-// commitEach is a keyed set's commit, called with the set's lock held:
-// apply creates or updates the component of each entry, in name order (had
-// false: m has none by that name), and returns its change line, "" for
-// none; the components of m no longer declared are retained. An entry
-// apply fails on keeps its old component, and the error names it.
-func CommitEach[E any, C interface{ Retain() bool }](typ reconcile.ResourceType, m map[string]C, entries map[string]E, apply func(name string, e E, cur C, had bool) (change string, err error)) ([]string, error) {
-	var changes []string
-	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(entries)) {
-		cur, had := m[name]
-		change, err := apply(name, entries[name], cur, had)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %q: %w", typ, name, err))
-			continue
-		}
-		if change != "" {
-			changes = append(changes, change)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if _, ok := entries[name]; !ok && m[name].Retain() {
-			changes = append(changes, fmt.Sprintf("%s.%s: removed from the configuration", typ, name))
-		}
-	}
-	return changes, errors.Join(errs...)
-}
-
 // DocInput is serve mode's input: the state store's runtime document,
 // with the start-up configuration (its entries carry no source ranges).
 func DocInput(doc *reconcile.RuntimeDoc, cfg *spec.Config) *Input {
@@ -270,4 +205,19 @@ func B2F(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Every calls fn every interval until ctx ends (the sets' sweeps, serve
+// mode's reading of the state store).
+func Every(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
 }
