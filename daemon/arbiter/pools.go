@@ -517,4 +517,6 @@ func (a *Arbiter) Release(ctx context.Context, id string) error {
 func (a *Arbiter) Pools() []api.PoolStatus { return a.comp.pools.list() }
 
 // Pool reports one pool with its holders.
-func (a *Arbiter) Pool(_ context.Context, name string) (api.PoolDetail, error) { return a.comp.pools.get(name) }
+func (a *Arbiter) Pool(_ context.Context, name string) (api.PoolDetail, error) {
+	return a.comp.pools.get(name)
+}
