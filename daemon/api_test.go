@@ -119,18 +119,6 @@ func TestLongPollGrantedOnRelease(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 10 ms for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
-}
-
 func TestBadInputChangesNothing(t *testing.T) {
 	td := startDaemon(t, poolsHCL+`pool "capped" {
   slots      = 1

@@ -15,6 +15,7 @@ import (
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/internal/ec2test"
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 func fleetBody(minIdle int) string {
@@ -50,19 +51,17 @@ runner_class "medium" {
 func waitFleet(t *testing.T, td *testDaemon, what string, cond func(*api.FleetStatus) bool) *api.FleetStatus {
 	t.Helper()
 	var last *api.FleetStatus
-	for range 300 {
+	waitfor.Paced(t, 30*time.Second, 100*time.Millisecond, what, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		cl, err := td.c.Class(ctx, "medium")
-		cancel()
-		if err == nil && cl.Fleet != nil {
-			if last = cl.Fleet; cond(last) {
-				return last
-			}
+		if err != nil || cl.Fleet == nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last fleet status %+v", what, last)
-	return nil
+		last = cl.Fleet
+		return cond(last)
+	})
+	return last
 }
 
 // A spot fleet without spot capacity falls back to on-demand and snoozes

@@ -54,7 +54,8 @@ func TestHeartbeatNotRecordedIsNotAnswered200(t *testing.T) {
 		return recs[0].ExpiresAt
 	}
 	before := recorded()
-	time.Sleep(20 * time.Millisecond) // so that an extension would move the expiry
+	// So that an extension would move the expiry.
+	waitFor(t, "the clock to pass the grant", func() bool { return time.Now().After(lease.ExpiresAt.Add(-60 * time.Second)) })
 
 	sw.fail.Store(true)
 	td.d.arb.SetGrantStore(failingGrants{grantsStore})

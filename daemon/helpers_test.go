@@ -14,6 +14,7 @@ import (
 
 	"github.com/rpdhq/rpd/client"
 	"github.com/rpdhq/rpd/internal/clocktest"
+	"github.com/rpdhq/rpd/internal/waitfor"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -142,3 +143,10 @@ type fakeClock struct{ *clocktest.Fake }
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) pools.Timer { return c.Fake.AfterFunc(d, f) }
 
 func newFakeClock() *fakeClock { return &fakeClock{clocktest.NewFake(time.Unix(1_700_000_000, 0))} }
+
+// waitFor polls cond, a request to the daemon as often as not, every 10 ms
+// for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	waitfor.Paced(t, waitfor.DefaultTimeout, 10*time.Millisecond, what, cond)
+}

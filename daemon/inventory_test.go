@@ -70,7 +70,7 @@ func TestLeasesListsEveryGrant(t *testing.T) {
 	}
 
 	// A heartbeat moves heartbeat_at; a confirmed claim no longer expires.
-	time.Sleep(20 * time.Millisecond) // the pool's clock is the wall clock
+	waitFor(t, "the wall clock to pass the grant", func() bool { return time.Now().After(*pg.GrantedAt) }) // the pool's clock is the wall clock
 	if _, err := td.c.Heartbeat(ctx, lease.LeaseID); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 func TestRunUsageErrors(t *testing.T) {
@@ -155,13 +156,7 @@ func TestBytesText(t *testing.T) {
 // waitFile polls for path to exist, at most 5 s.
 func waitFile(t *testing.T, path string) {
 	t.Helper()
-	for i := 0; i < 200; i++ {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	t.Fatalf("%s did not appear within 5s", path)
+	waitfor.Until(t, path+" to appear", func() bool { _, err := os.Stat(path); return err == nil })
 }
 
 // countLines is the number of lines in path (0 when it does not exist).
@@ -232,16 +227,18 @@ func TestRunSignalToProcessGroupReachesCommandOnce(t *testing.T) {
 	for i := 0; i < 100 && countLines(ints) == 0; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // a second delivery would land by now
-	if n := countLines(ints); n != 1 {
-		t.Fatalf("the command saw %d SIGINTs for one sent to rpd run's process group, want 1", n)
-	}
+	// rpd run forwards the SIGTERM after anything it forwarded before, and
+	// a SIGINT the command got directly came before both: so once the
+	// command has exited on the SIGTERM, every SIGINT delivery has landed.
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 42 {
 		t.Fatalf("rpd run after SIGTERM: exit %d (%v), want the command's 42; stderr:\n%s", code, err, stderr.String())
+	}
+	if n := countLines(ints); n != 1 {
+		t.Fatalf("the command saw %d SIGINTs for one sent to rpd run's process group, want 1", n)
 	}
 	if ps := ld.pool("db"); ps.Used != 0 {
 		t.Fatalf("the slot was not released: %+v", ps)

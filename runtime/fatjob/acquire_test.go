@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 // result of an Acquire run in the background.
@@ -23,7 +25,7 @@ func acquireAsync(t *testing.T, ctx context.Context, p *Pool, r Request, wantQue
 		perm, err := p.Acquire(ctx, r)
 		ch <- result{perm, err}
 	}()
-	eventually(t, "Acquire to queue", func() bool { return len(ch) == 1 || p.Stats().Queued == wantQueued })
+	waitfor.Until(t, "Acquire to queue", func() bool { return len(ch) == 1 || p.Stats().Queued == wantQueued })
 	return ch
 }
 

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 // A restored permit counts even when it does not fit, waiters wait behind
@@ -107,13 +108,7 @@ func TestRestoreRejects(t *testing.T) {
 // waitQueued waits (bounded) until n Acquire calls are queued.
 func waitQueued(t *testing.T, p *Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Stats().Queued != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("Stats().Queued = %d after 10 s, want %d", p.Stats().Queued, n)
-		}
-		runtime.Gosched()
-	}
+	waitfor.Within(t, 10*time.Second, fmt.Sprintf("Stats().Queued = %d", n), func() bool { return p.Stats().Queued == n })
 }
 
 // Restore racing lock-free TryAcquire/Release and queued Acquires (as a

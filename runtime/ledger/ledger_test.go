@@ -3,9 +3,12 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 func newTestLedger(t *testing.T, cfg Config) (*Ledger, *fakeClock) {
@@ -21,13 +24,7 @@ func newTestLedger(t *testing.T, cfg Config) (*Ledger, *fakeClock) {
 // waitQueued waits (bounded) until n requests are queued.
 func waitQueued(t *testing.T, l *Ledger, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Status().Queued != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("queued = %d, want %d", l.Status().Queued, n)
-		}
-		time.Sleep(time.Millisecond) // yields to the goroutine under test; no timing is asserted
-	}
+	waitfor.Until(t, fmt.Sprintf("%d queued", n), func() bool { return l.Status().Queued == n })
 }
 
 func mustObserve(t *testing.T, l *Ledger, clk *fakeClock, n int) {

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 // scriptedSource answers from a script and records each call.
@@ -29,18 +31,6 @@ func (s *scriptedSource) count() int {
 	return s.calls
 }
 
-// waitFor waits (bounded) until cond holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // yields to Run's goroutine; no timing is asserted
-	}
-}
-
 func TestRunPollsOnTheClock(t *testing.T) {
 	l, clk := newTestLedger(t, Config{Max: 10})
 	src := &scriptedSource{plan: func(call int) (Reading, error) {
@@ -56,7 +46,7 @@ func TestRunPollsOnTheClock(t *testing.T) {
 	// settled: the loop has polled n times and armed its next tick.
 	settled := func(n int) {
 		t.Helper()
-		waitFor(t, "poll and re-arm", func() bool { return src.count() == n && clk.Pending() == 1 })
+		waitfor.Until(t, "poll and re-arm", func() bool { return src.count() == n && clk.Pending() == 1 })
 	}
 	settled(1)
 	if st := l.Status(); st.ProviderActive != 1 || st.Stale {
