@@ -67,134 +67,183 @@ func runDestroy(ctx context.Context, e *env, args []string) int {
 	return applyOrDestroy(ctx, e, args, true)
 }
 
-// applyOrDestroy is rpd apply, or with destroy, rpd destroy: the same
-// plan, confirmation, lock and progress, on a destroy plan.
-func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) int {
-	var f planFlags
-	name, usage, help := "apply", "[options] [DIR|FILE|PLANFILE]", applyHelp
-	if destroy {
-		name, usage, help = "destroy", "[options] [DIR|FILE]", destroyHelp
-	}
-	fs := newFlagSet(name, usage, help)
-	f.register(fs, destroy)
-	f.destroy = destroy
-	autoApprove := fs.Bool("auto-approve", false, "skip the confirmation: "+name+" without asking")
-	lockTimeout := fs.Duration("lock-timeout", 0, "how long to wait for the state lock held by someone else (such as 30s)")
+// applyArgs are the arguments of rpd apply, or of rpd destroy.
+type applyArgs struct {
+	name        string // "apply" or "destroy"
+	plan        planFlags
+	autoApprove bool
+	lockTimeout time.Duration
+	json        bool
+	// path is the configuration directory or file, or a saved plan.
+	path string
+}
+
+// parseApply parses the arguments of rpd apply, or with destroy of rpd
+// destroy; a usage error is printed, with the exit code to return.
+func parseApply(e *env, args []string, destroy bool) (*applyArgs, int, bool) {
+	a := &applyArgs{name: "apply"}
+	usage, help := "[options] [DIR|FILE|PLANFILE]", applyHelp
 	jsonNeeds := "-auto-approve or a saved plan"
 	if destroy {
-		jsonNeeds = "-auto-approve"
+		a.name, usage, help, jsonNeeds = "destroy", "[options] [DIR|FILE]", destroyHelp, "-auto-approve"
 	}
-	asJSON := fs.Bool("json", false, "stream machine-readable progress, one JSON object per line (needs "+jsonNeeds+")")
+	fs := newFlagSet(a.name, usage, help)
+	a.plan.register(fs, destroy)
+	a.plan.destroy = destroy
+	fs.BoolVar(&a.autoApprove, "auto-approve", false, "skip the confirmation: "+a.name+" without asking")
+	fs.DurationVar(&a.lockTimeout, "lock-timeout", 0, "how long to wait for the state lock held by someone else (such as 30s)")
+	fs.BoolVar(&a.json, "json", false, "stream machine-readable progress, one JSON object per line (needs "+jsonNeeds+")")
 	if code, ok := parseFlags(e, fs, args); !ok {
-		return code
+		return nil, code, false
 	}
 	path, code, ok := configPath(e, fs)
 	if !ok {
+		return nil, code, false
+	}
+	a.path = path
+	return a, 0, true
+}
+
+// check refuses arguments that parse but cannot work together.
+func (a *applyArgs) check() error {
+	destroy := a.plan.destroy
+	if a.json && !a.autoApprove && (destroy || !isPlanFile(a.path)) {
+		if destroy {
+			return errors.New("-json cannot ask for confirmation: add -auto-approve, or save a destroy plan (rpd plan -destroy -out FILE) and apply that")
+		}
+		return errors.New("-json cannot ask for confirmation: add -auto-approve, or apply a saved plan (rpd plan -out FILE)")
+	}
+	if _, err := a.plan.options(nil); err != nil {
+		return err
+	}
+	if a.lockTimeout < 0 {
+		return fmt.Errorf("-lock-timeout=%s: use zero or more", a.lockTimeout)
+	}
+	if destroy && isPlanFile(a.path) {
+		return fmt.Errorf("rpd destroy takes a configuration, not a saved plan (%s): to destroy from a saved plan, make it with rpd plan -destroy -out FILE and run rpd apply FILE", a.path)
+	}
+	return nil
+}
+
+// applyViews are where an apply reports: the plan and errors, the
+// progress and the result (human text, or one JSON stream for both).
+type applyViews struct {
+	plan   planView
+	result applyReporter
+	color  bool
+}
+
+func (a *applyArgs) views(e *env) applyViews {
+	color := e.color(e.stdout, a.plan.cf.noColor)
+	if a.json {
+		js := &jsonStream{out: e.stdout, now: time.Now, destroy: a.plan.destroy}
+		js.Version()
+		a.plan.cf.diagnostics = js.Diagnostics
+		return applyViews{plan: js, result: js}
+	}
+	return applyViews{
+		plan:   &humanView{stdout: e.stdout, stderr: e.stderr, c: colorizer(color)},
+		result: &applyView{out: e.stdout, c: colorizer(color), destroy: a.plan.destroy},
+		color:  color,
+	}
+}
+
+func (a *applyArgs) lockOptions() reconcile.LockOptions {
+	return reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: a.name, Timeout: a.lockTimeout}
+}
+
+// applyOrDestroy is rpd apply, or with destroy, rpd destroy: the same
+// plan, confirmation, lock and progress, on a destroy plan.
+func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) int {
+	a, code, ok := parseApply(e, args, destroy)
+	if !ok {
 		return code
 	}
-	color := e.color(e.stdout, f.cf.noColor)
-	var view planView = &humanView{stdout: e.stdout, stderr: e.stderr, c: colorizer(color)}
-	var av applyReporter = &applyView{out: e.stdout, c: colorizer(color), destroy: destroy}
-	if *asJSON {
-		js := &jsonStream{out: e.stdout, now: time.Now, destroy: destroy}
-		js.Version()
-		view, av, color = js, js, false
-		f.cf.diagnostics = js.Diagnostics
-		if !*autoApprove && (destroy || !isPlanFile(path)) {
-			msg := "-json cannot ask for confirmation: add -auto-approve, or apply a saved plan (rpd plan -out FILE)"
-			if destroy {
-				msg = "-json cannot ask for confirmation: add -auto-approve, or save a destroy plan (rpd plan -destroy -out FILE) and apply that"
-			}
-			view.Error(errors.New(msg))
-			return 1
-		}
-	}
-	if _, err := f.options(nil); err != nil {
-		view.Error(err)
+	v := a.views(e)
+	if err := a.check(); err != nil {
+		v.plan.Error(err)
 		return 1
 	}
-	if *lockTimeout < 0 {
-		view.Error(fmt.Errorf("-lock-timeout=%s: use zero or more", *lockTimeout))
-		return 1
-	}
-
-	var plan *reconcile.Plan
-	var b *open.Backend
-	var held *reconcile.HeldLock
-	lockOpts := reconcile.LockOptions{Who: reconcile.DefaultWho(), Operation: name, Timeout: *lockTimeout}
-	if isPlanFile(path) {
-		if destroy {
-			view.Error(fmt.Errorf("rpd destroy takes a configuration, not a saved plan (%s): to destroy from a saved plan, make it with rpd plan -destroy -out FILE and run rpd apply FILE", path))
-			return 1
-		}
-		p, err := f.planFileApplicable(e, path)
-		if err != nil {
-			view.Error(err)
-			return 1
-		}
-		if b, err = open.Open(ctx, p.Stack, p.Backend, open.Options{}); err != nil {
-			view.Error(err)
-			return 1
-		}
-		if err := refuseWatchLeader(ctx, name, p.Stack, b); err != nil {
-			b.Close()
-			view.Error(err)
-			return 1
-		}
-		plan = p
-	} else {
-		cfg, code := f.cf.load(e, path)
-		if cfg == nil {
-			return code
-		}
-		opts, _ := f.options(cfg)
-		var err error
-		if b, err = open.Open(ctx, cfg.Stack, opts.Backend, open.Options{}); err != nil {
-			view.Error(err)
-			return 1
-		}
-		if err := refuseWatchLeader(ctx, name, cfg.Stack, b); err != nil {
-			b.Close()
-			view.Error(err)
-			return 1
-		}
-		// Lock before planning, as terraform apply does, so the plan shown
-		// cannot go stale while it waits for "yes". Where the lock's table
-		// does not exist yet (a first apply on aws), Apply creates the
-		// tables and locks after the confirmation.
-		if lockable(ctx, b.Live()) {
-			if held, err = reconcile.LockState(ctx, b.Live(), lockOpts); err != nil {
-				b.Close()
-				view.Error(err)
-				return 1
-			}
-		}
-		fail := func(err error) int {
-			if held != nil {
-				if rerr := releaseLock(ctx, held); rerr != nil {
-					err = errors.Join(err, rerr)
-				}
-			}
-			b.Close()
-			view.Error(err)
-			return 1
-		}
-		if plan, err = reconcile.MakePlan(ctx, cfg, b.Live(), opts); err != nil {
-			return fail(err)
-		}
-		if err := view.Plan(plan); err != nil {
-			return fail(err)
-		}
-		if plan.HasChanges() && !*autoApprove {
-			if err := confirm(ctx, e, color, destroy); err != nil {
-				return fail(err)
-			}
-		}
+	plan, b, held, code, ok := a.planned(ctx, e, v)
+	if !ok {
+		return code
 	}
 	defer b.Close()
+	return a.execute(ctx, e, v, plan, b, held)
+}
 
+// planned returns the plan to apply with its backend open (and, for a
+// configuration, the state lock held, the plan shown and confirmed): the
+// saved plan, or one made now. On failure it has reported and closed all.
+func (a *applyArgs) planned(ctx context.Context, e *env, v applyViews) (*reconcile.Plan, *open.Backend, *reconcile.HeldLock, int, bool) {
+	fail := func(b *open.Backend, held *reconcile.HeldLock, err error) (*reconcile.Plan, *open.Backend, *reconcile.HeldLock, int, bool) {
+		if held != nil {
+			if rerr := releaseLock(ctx, held); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}
+		if b != nil {
+			b.Close()
+		}
+		v.plan.Error(err)
+		return nil, nil, nil, 1, false
+	}
+	if isPlanFile(a.path) {
+		p, err := a.plan.planFileApplicable(e, a.path)
+		if err != nil {
+			return fail(nil, nil, err)
+		}
+		b, err := open.Open(ctx, p.Stack, p.Backend, open.Options{})
+		if err != nil {
+			return fail(nil, nil, err)
+		}
+		if err := refuseWatchLeader(ctx, a.name, p.Stack, b); err != nil {
+			return fail(b, nil, err)
+		}
+		return p, b, nil, 0, true
+	}
+	cfg, code := a.plan.cf.load(e, a.path)
+	if cfg == nil {
+		return nil, nil, nil, code, false
+	}
+	opts, _ := a.plan.options(cfg)
+	b, err := open.Open(ctx, cfg.Stack, opts.Backend, open.Options{})
+	if err != nil {
+		return fail(nil, nil, err)
+	}
+	if err := refuseWatchLeader(ctx, a.name, cfg.Stack, b); err != nil {
+		return fail(b, nil, err)
+	}
+	// Lock before planning, as terraform apply does, so the plan shown
+	// cannot go stale while it waits for "yes". Where the lock's table
+	// does not exist yet (a first apply on aws), Apply creates the tables
+	// and locks after the confirmation.
+	var held *reconcile.HeldLock
+	if lockable(ctx, b.Live()) {
+		if held, err = reconcile.LockState(ctx, b.Live(), a.lockOptions()); err != nil {
+			return fail(b, nil, err)
+		}
+	}
+	plan, err := reconcile.MakePlan(ctx, cfg, b.Live(), opts)
+	if err != nil {
+		return fail(b, held, err)
+	}
+	if err := v.plan.Plan(plan); err != nil {
+		return fail(b, held, err)
+	}
+	if plan.HasChanges() && !a.autoApprove {
+		if err := confirm(ctx, e, v.color, a.plan.destroy); err != nil {
+			return fail(b, held, err)
+		}
+	}
+	return plan, b, held, 0, true
+}
+
+// execute applies plan under the lock held (or taken now), reporting
+// progress and the result, and releases the lock.
+func (a *applyArgs) execute(ctx context.Context, e *env, v applyViews, plan *reconcile.Plan, b *open.Backend, held *reconcile.HeldLock) int {
 	if plan.Destroy { // a saved destroy plan reports as rpd destroy does
-		switch r := av.(type) {
+		switch r := v.result.(type) {
 		case *applyView:
 			r.destroy = true
 		case *jsonStream:
@@ -208,26 +257,27 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 		if held != nil {
 			err = releaseLock(ctx, held)
 		}
-		av.Result(&reconcile.ApplyResult{}, err)
+		v.result.Result(&reconcile.ApplyResult{}, err)
 		if err != nil {
-			view.Error(err)
+			v.plan.Error(err)
 			return 1
 		}
 		return 0
 	}
 	workCtx, stop, unhook := interruptible(ctx, e)
 	defer unhook()
-	if plan.HasChanges() && !*asJSON {
+	if plan.HasChanges() && !a.json {
 		fmt.Fprintln(e.stdout)
 	}
+	lo := a.lockOptions()
 	res, err := reconcile.Apply(workCtx, plan, b.Live(), reconcile.ApplyOptions{
-		Who:                  lockOpts.Who,
-		Operation:            lockOpts.Operation,
-		LockTimeout:          lockOpts.Timeout,
+		Who:                  lo.Who,
+		Operation:            lo.Operation,
+		LockTimeout:          lo.Timeout,
 		Lock:                 held,
-		Parallelism:          f.parallelism,
-		AllowDestroyNonEmpty: f.allowNonEmpty,
-		Progress:             av.Progress,
+		Parallelism:          a.plan.parallelism,
+		AllowDestroyNonEmpty: a.plan.allowNonEmpty,
+		Progress:             v.result.Progress,
 		Stop:                 stop,
 	})
 	if held != nil {
@@ -235,9 +285,9 @@ func applyOrDestroy(ctx context.Context, e *env, args []string, destroy bool) in
 			err = errors.Join(err, rerr)
 		}
 	}
-	av.Result(res, err)
+	v.result.Result(res, err)
 	if err != nil {
-		view.Error(err)
+		v.plan.Error(err)
 		return 1
 	}
 	return 0
