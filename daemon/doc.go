@@ -3,15 +3,24 @@
 // pickup), serves them over a JSON HTTP API, and keeps them in step with
 // the configuration without dropping work.
 //
-// The daemon is three parts with one-way imports (TestImportRules holds
-// them): this package is the edge and the wiring (routes, middleware,
-// forwarding to the leader, the status page, the election, reloads and
-// their owner goroutine); daemon/arbiter holds the grants (the component
-// sets, the records of every grant, and the one grant pipeline every pool
-// lease, budget permit and VM-ceiling claim passes through: request_id
-// latch, wait-or-try, fenced record, give-back); daemon/internal/security
-// decides who a request comes from and what it may do, and
-// daemon/internal/httpapi is the error model and the body guards both use.
+// The daemon is parts with one-way imports (TestImportRules holds them):
+//
+//   - this package is the edge and the wiring: routes and middleware
+//     (server.go, handlers.go), forwarding to the leader (forward.go), the
+//     status, the election's takeover, reloads and their one owner
+//     goroutine (reload.go);
+//   - daemon/arbiter holds the grants: pools, budgets and VM ceilings, the
+//     records of every grant, and the one grant pipeline every pool lease,
+//     budget permit and VM-ceiling claim passes through (request_id latch,
+//     wait-or-try, fenced record, give-back);
+//   - daemon/inventory serves the runner classes (pickup, offers, the
+//     instance table) and runs the fleet, whose VMs are claims on the
+//     arbiter's ceilings;
+//   - under daemon/internal: component (what every kind of set shares: a
+//     reload's input, the Set interface, the keyed set), httpapi (the error
+//     model, body guards, answers), security (principals, scopes, TLS,
+//     audit), leader (the election and the fenced stores), records
+//     (background record deletes) and holders (who holds what).
 //
 // The daemon's only input is the runtime document (reconcile.RuntimeDoc):
 // watch mode builds it from the loaded configuration (component.WatchInput),
