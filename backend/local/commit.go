@@ -37,6 +37,9 @@ type recordWrite struct {
 	st    *stmt
 	args  []any
 	epoch int64 // 0: unfenced
+	// rec is the journal record of a fenced write (epoch != 0), which goes
+	// to the grant journal (journalwriter.go) instead of st.
+	rec jrec
 }
 
 type recordOp = groupcommit.Op[recordWrite]
@@ -53,8 +56,53 @@ func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, ep
 	return nil
 }
 
-// commitRecords is the group commit of a batch of record writes.
+// writeJournaled queues one fenced write for the grant journal and waits
+// for its outcome.
+func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, r jrec) error {
+	if epoch == 0 {
+		return fmt.Errorf("%s %s of stack %s: a journaled write needs a leader epoch", verb, r.id, b.stack)
+	}
+	err := b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r})
+	if errors.Is(err, groupcommit.ErrClosed) {
+		err = errors.New("the backend is closed; open it again")
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s of stack %s in %s: %w", verb, r.id, b.stack, b.path, err)
+	}
+	return nil
+}
+
+// commitRecords is the group commit of a batch of record writes: runs of
+// fenced writes of one epoch go to the grant journal, unfenced ones to
+// SQLite, in arrival order.
 func (b *Backend) commitRecords(batch []*recordOp) {
+	for len(batch) > 0 {
+		n := 1
+		for n < len(batch) && batch[n].W.epoch == batch[0].W.epoch {
+			n++
+		}
+		if e := batch[0].W.epoch; e != 0 {
+			b.journalRun(batch[:n], e)
+		} else {
+			if b.j.w != nil {
+				// The journal's confirmed records go first, so that an
+				// unfenced write is not overwritten by an older one.
+				if err := b.applyJournal(context.Background()); err != nil {
+					for _, op := range batch[:n] {
+						op.Err = err
+					}
+					batch = batch[n:]
+					continue
+				}
+			}
+			b.commitSQLite(batch[:n])
+		}
+		batch = batch[n:]
+	}
+}
+
+// commitSQLite commits unfenced writes in one SQLite transaction.
+func (b *Backend) commitSQLite(batch []*recordOp) {
 	err := b.attemptRecords(batch)
 	if err == nil {
 		return

@@ -44,6 +44,13 @@ func (b *Backend) AcquireLeader(ctx context.Context, c backend.LeaderClaim) (bac
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO leaders (stack, `+leaderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.stack, next.Holder, next.Epoch, next.Address, next.Mode, next.ConfigHash, nanos(next.AcquiredAt), nanos(next.RenewedAt), nanos(next.ExpiresAt))
 		out, held = next, true
+		if err != nil || next.Epoch == cur.Epoch {
+			return err
+		}
+		// A takeover: the journal segments of older epochs are sealed,
+		// their lengths fixed later (journalwriter.go), in the
+		// transaction that moves the epoch.
+		_, err = tx.ExecContext(ctx, `UPDATE journals SET sealed = -2 WHERE stack = ? AND epoch < ? AND sealed = -1`, b.stack, next.Epoch)
 		return err
 	})
 	if err != nil {

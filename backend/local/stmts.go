@@ -30,6 +30,9 @@ const (
 		SELECT ?1, ?2, ?3 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?4`
 	sqlDeleteGrantFenced = `DELETE FROM grants WHERE stack = ?1 AND id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
 	sqlLeaderEpoch       = `SELECT epoch FROM leaders WHERE stack = ?`
+	// After a journal write: the leader epoch and the segment's seal.
+	sqlJournalCheck = `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0),
+		coalesce((SELECT sealed FROM journals WHERE stack = ?1 AND epoch = ?2 AND seq = ?3), -3)`
 
 	sqlLoadQueue = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
 	// Messages past retention are not counted (Receive deletes them).
@@ -148,7 +151,7 @@ type stmts struct {
 	// on rdb
 	loadLeases, loadGrants, describeQueue stmt
 	anyVisible, getInstance, readState    stmt
-	claimedBy                             stmt
+	claimedBy, journalCheck               stmt
 
 	prepared []*sql.Stmt // every statement above that prepared, for closeStmts
 }
@@ -191,6 +194,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.getInstance, b.rdb, sqlGetInstance)
 	prep(&st.claimedBy, b.rdb, sqlClaimedBy)
 	prep(&st.readState, b.rdb, sqlReadState)
+	prep(&st.journalCheck, b.rdb, sqlJournalCheck)
 }
 
 // closeStmts closes the prepared statements; later calls fail with
