@@ -30,6 +30,7 @@ const (
 		SELECT ?1, ?2, ?3 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?4`
 	sqlDeleteGrantFenced = `DELETE FROM grants WHERE stack = ?1 AND id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
 	sqlLeaderEpoch       = `SELECT epoch FROM leaders WHERE stack = ?`
+	sqlJournalSegs       = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? ORDER BY epoch, seq`
 	// After a journal write: the leader epoch and the segment's seal.
 	sqlJournalCheck = `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0),
 		coalesce((SELECT sealed FROM journals WHERE stack = ?1 AND epoch = ?2 AND seq = ?3), -3)`
@@ -144,7 +145,7 @@ type stmts struct {
 	putGrant, deleteGrant                stmt
 	putLeaseFenced, deleteLeaseFenced    stmt
 	putGrantFenced, deleteGrantFenced    stmt
-	leaderEpoch                          stmt
+	leaderEpoch, journalSegs             stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
@@ -179,6 +180,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.putGrantFenced, b.wdb, sqlPutGrantFenced)
 	prep(&st.deleteGrantFenced, b.wdb, sqlDeleteGrantFenced)
 	prep(&st.leaderEpoch, b.wdb, sqlLeaderEpoch)
+	prep(&st.journalSegs, b.wdb, sqlJournalSegs)
 	prep(&st.send, b.wdb, sqlSend)
 	prep(&st.queueTimeouts, b.wdb, sqlQueueTimeouts)
 	prep(&st.expire, b.wdb, sqlExpire)
