@@ -39,11 +39,12 @@ const (
 	// maxRecord bounds a payload (a grant body is a small JSON document;
 	// this only guards the reader against a length read from garbage).
 	maxRecord = 1 << 20
-	// segmentSize is a segment's preallocation; a segment is sealed and a
-	// new one started (and the old one folded into SQLite and removed)
-	// when a batch would not fit.
-	segmentSize = 8 << 20
 )
+
+// segmentSize is a segment's preallocation; a segment is sealed and a new
+// one started (and the old one folded into SQLite and removed) when a
+// batch would not fit. A variable for tests.
+var segmentSize int64 = 8 << 20
 
 // record kinds
 const (
@@ -163,10 +164,10 @@ func decodePayload(p []byte) (jrec, error) {
 
 // scanSegment reads the records of the segment file f from offset from,
 // stopping at limit (limit < 0: at the end of the data), and calls fn for
-// each record with the offset just past it. It returns the offset after
+// each record with the offset just past it, until fn returns false. It returns the offset after
 // the last whole record read. A torn or corrupt record ends the scan
 // without an error; only a failing read is one.
-func scanSegment(f *os.File, from, limit int64, fn func(r *jrec, end int64)) (int64, error) {
+func scanSegment(f *os.File, from, limit int64, fn func(r *jrec, end int64) bool) (int64, error) {
 	n := int64(1<<62) - from
 	if limit >= 0 {
 		n = limit - from
@@ -208,8 +209,8 @@ func scanSegment(f *os.File, from, limit int64, fn func(r *jrec, end int64)) (in
 			return pos, nil
 		}
 		pos += recHeader + int64(size)
-		if fn != nil {
-			fn(&r, pos)
+		if fn != nil && !fn(&r, pos) {
+			return pos, nil
 		}
 	}
 }

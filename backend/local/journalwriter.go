@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
@@ -51,7 +52,8 @@ import (
 // the writer seals its segment at its end and starts the next one (seq+1).
 // The applier applies sealed segments to their end and then, in a
 // synchronous=FULL transaction (which syncs the WAL and so every NORMAL
-// commit before it), drops their rows and removes their files.
+// commit before it), marks their rows folded and removes their files. The
+// rows stay: a stale writer that wakes up later still reads its seal.
 
 // journal is a Backend's grant journal state.
 type journal struct {
@@ -64,19 +66,28 @@ type journal struct {
 	// pending is own's confirmed records not yet handed to the applier,
 	// [pendStart, confirmed) of the segment, so that the applier applies
 	// them without reading the file back.
-	pending   []jrec
+	pending   []pendRec
 	pendStart int64
 
 	// writer goroutine only
 	w          *segWriter
 	staleEpoch int64 // epochs up to this one are known fenced here
 
-	wake chan struct{} // capacity 1
-	stop chan struct{}
-	done chan struct{}
+	paused atomic.Bool // tests: the applier applies nothing until Close
+
+	wake     chan struct{} // capacity 1
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
 }
 
 type segKey struct{ epoch, seq int64 }
+
+// pendRec is a confirmed record and the offset just past it.
+type pendRec struct {
+	rec jrec
+	end int64
+}
 
 type segWriter struct {
 	segKey
@@ -104,6 +115,9 @@ const (
 const (
 	applyInterval = 50 * time.Millisecond
 	applyEvery    = 2048
+	// maxApply bounds the records of one applying transaction, so that
+	// the applier holds the file's write lock briefly even when behind.
+	maxApply = 512
 )
 
 func (b *Backend) startJournal() {
@@ -119,7 +133,7 @@ func (b *Backend) stopJournal() {
 	if b.j.stop == nil {
 		return
 	}
-	close(b.j.stop)
+	b.j.stopOnce.Do(func() { close(b.j.stop) })
 	<-b.j.done
 	if w := b.j.w; w != nil {
 		w.f.Close()
@@ -143,11 +157,14 @@ func (b *Backend) applier() {
 	for ticks := 1; ; ticks++ {
 		select {
 		case <-b.j.wake:
+			if b.j.paused.Load() {
+				continue
+			}
 		case <-tick.C:
 			b.j.mu.Lock()
 			idle := len(b.j.pending) == 0
 			b.j.mu.Unlock()
-			if idle && ticks%20 != 0 {
+			if (idle && ticks%20 != 0) || b.j.paused.Load() {
 				continue // nothing of ours to apply: look for others' sealed segments every second
 			}
 		case <-b.j.stop:
@@ -211,8 +228,8 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 		if len(b.j.pending) == 0 {
 			b.j.pendStart = b.j.confirmed
 		}
-		for _, op := range ops {
-			b.j.pending = append(b.j.pending, op.W.rec)
+		for i, op := range ops {
+			b.j.pending = append(b.j.pending, pendRec{op.W.rec, w.ends[i]})
 		}
 		b.j.confirmed = newEnd
 		n := len(b.j.pending)
@@ -495,7 +512,7 @@ func (b *Backend) querySegsTx(ctx context.Context, tx *sql.Tx) ([]segRow, error)
 func querySegs(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, stack string) ([]segRow, error) {
-	rows, err := q.QueryContext(ctx, `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? ORDER BY epoch, seq`, stack)
+	rows, err := q.QueryContext(ctx, sqlJournalSegs, stack)
 	if err != nil {
 		return nil, err
 	}
@@ -569,11 +586,22 @@ func needsSeal(s segRow, leaderEpoch int64) bool {
 func (b *Backend) applyJournal(ctx context.Context) error {
 	b.j.mu.Lock()
 	own, confirmed := b.j.own, b.j.confirmed
-	pending, pendStart := b.j.pending, b.j.pendStart
-	b.j.pending = nil
+	pendStart := b.j.pendStart
+	pending := b.j.pending[:min(len(b.j.pending), maxApply)]
+	b.j.pending = b.j.pending[len(pending):]
+	if len(pending) > 0 {
+		b.j.pendStart = pending[len(pending)-1].end
+	}
+	more := len(b.j.pending) > 0
 	b.j.mu.Unlock()
+	defer func() {
+		if more {
+			b.wakeApplier()
+		}
+	}()
 	var folded []segKey
 	resolve := false
+	ownApplied := int64(-1) // own records applied from the file, not from memory
 	err := b.write(ctx, func(tx *sql.Tx) error {
 		var cur int64
 		err := b.st.leaderEpoch.tx(ctx, tx).queryRow(ctx, b.stack).Scan(&cur)
@@ -588,10 +616,14 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 			if s.segKey == own && s.applied == pendStart && len(pending) > 0 && s.sealed < 0 {
 				// The usual case: this process's confirmed records, from
 				// memory, the last write of each record only.
-				if err := b.applyRecords(ctx, tx, pending); err != nil {
+				recs := make([]jrec, len(pending))
+				for i := range pending {
+					recs[i] = pending[i].rec
+				}
+				if err := b.applyRecords(ctx, tx, recs); err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`, confirmed, b.stack, s.epoch, s.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`, pending[len(pending)-1].end, b.stack, s.epoch, s.seq); err != nil {
 					return err
 				}
 				continue
@@ -608,8 +640,18 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 				return nil // another process's live segment: its own applier's
 			}
 			if s.applied < limit {
-				end, err := b.applySegment(ctx, tx, s, limit)
+				end, capped, err := b.applySegment(ctx, tx, s, limit)
 				if err != nil {
+					return err
+				}
+				if capped {
+					// The rest in the next transaction, and the segments
+					// after it after that.
+					more = true
+					if s.segKey == own {
+						ownApplied = end
+					}
+					_, err := tx.ExecContext(ctx, `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`, end, b.stack, s.epoch, s.seq)
 					return err
 				}
 				if s.sealed >= 0 && end < limit {
@@ -622,6 +664,9 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 					return err
 				}
 				s.applied = end
+				if s.segKey == own {
+					ownApplied = end
+				}
 			}
 			if s.sealed >= 0 && s.applied >= s.sealed {
 				folded = append(folded, s.segKey)
@@ -632,10 +677,26 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("apply the grant journal of stack %s to %s: %w", b.stack, b.path, err)
 	}
+	if ownApplied >= 0 {
+		// Read back from the file: the records in memory up to there are
+		// applied.
+		b.j.mu.Lock()
+		if b.j.own == own {
+			i := 0
+			for i < len(b.j.pending) && b.j.pending[i].end <= ownApplied {
+				i++
+			}
+			b.j.pending = b.j.pending[i:]
+			if i > 0 {
+				b.j.pendStart = ownApplied
+			}
+		}
+		b.j.mu.Unlock()
+	}
 	if len(folded) > 0 {
 		err := b.fullTx(ctx, func(tx *sql.Tx) error {
 			for _, k := range folded {
-				if _, err := tx.ExecContext(ctx, `DELETE FROM journals WHERE stack = ? AND epoch = ? AND seq = ? AND applied >= sealed AND sealed >= 0`, b.stack, k.epoch, k.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE journals SET folded = 1 WHERE stack = ? AND epoch = ? AND seq = ? AND applied >= sealed AND sealed >= 0`, b.stack, k.epoch, k.seq); err != nil {
 					return err
 				}
 			}
@@ -661,22 +722,25 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 
 // applySegment applies the records of s in [s.applied, limit) in tx and
 // returns the end of the last one.
-func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit int64) (int64, error) {
+func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit int64) (end int64, capped bool, err error) {
 	name := segmentName(b.path, b.stack, s.epoch, s.seq)
 	f, err := os.Open(name)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	defer f.Close()
 	var recs []jrec
-	end, err := scanSegment(f, s.applied, limit, func(r *jrec, _ int64) { recs = append(recs, *r) })
+	end, err = scanSegment(f, s.applied, limit, func(r *jrec, _ int64) bool {
+		recs = append(recs, *r)
+		return len(recs) < maxApply
+	})
 	if err == nil {
 		err = b.applyRecords(ctx, tx, recs)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("apply %s: %w", name, err)
+		return 0, false, fmt.Errorf("apply %s: %w", name, err)
 	}
-	return end, nil
+	return end, len(recs) == maxApply && end < limit, nil
 }
 
 // applyRecords applies recs in tx: only the last write of each record.
@@ -821,7 +885,7 @@ func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bo
 		if err != nil {
 			return out, false, err
 		}
-		_, err = scanSegment(f, s.applied, s.sealed, func(r *jrec, _ int64) {
+		_, err = scanSegment(f, s.applied, s.sealed, func(r *jrec, _ int64) bool {
 			switch r.kind {
 			case kindPutLease:
 				if wantLeases {
@@ -836,6 +900,7 @@ func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bo
 			case kindDeleteGrant:
 				delete(out.grants, r.id)
 			}
+			return true
 		})
 		f.Close()
 		if err != nil {

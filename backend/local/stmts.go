@@ -30,7 +30,7 @@ const (
 		SELECT ?1, ?2, ?3 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?4`
 	sqlDeleteGrantFenced = `DELETE FROM grants WHERE stack = ?1 AND id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
 	sqlLeaderEpoch       = `SELECT epoch FROM leaders WHERE stack = ?`
-	sqlJournalSegs       = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? ORDER BY epoch, seq`
+	sqlJournalSegs       = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? AND folded = 0 ORDER BY epoch, seq`
 	// After a journal write: the leader epoch and the segment's seal.
 	sqlJournalCheck = `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0),
 		coalesce((SELECT sealed FROM journals WHERE stack = ?1 AND epoch = ?2 AND seq = ?3), -3)`
