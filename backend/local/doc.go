@@ -13,7 +13,8 @@
 // The statements on hot paths are prepared once at Open and reused
 // (stmts.go); the rest are parsed per call.
 //
-// Start reading at Open (local.go), then queue.go for the message semantics
-// and instances.go for Transition. It is not a general-purpose SQS or
+// Start reading at Open (local.go), then queue.go for the message semantics,
+// instances.go for Transition, and commit.go then journalwriter.go for the
+// grant records. It is not a general-purpose SQS or
 // DynamoDB emulator: only what rpd's interfaces need is there.
 package local

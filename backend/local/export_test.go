@@ -7,6 +7,9 @@ import (
 	"testing"
 )
 
+// JournalHeader is the size of a journal segment's header.
+const JournalHeader = headerSize
+
 // PauseApplier stops b's journal applier (until Close), so that the
 // journal's records stay unapplied.
 func PauseApplier(b *Backend) { b.j.paused.Store(true) }

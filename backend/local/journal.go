@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,7 +23,15 @@ import (
 //
 // A segment is one file, <db>.journal/<stack>.<epoch>.<seq>, preallocated
 // with zeros (segmentSize) so that appending rewrites blocks the file
-// already has and fdatasync flushes data only. It is a sequence of records:
+// already has and fdatasync flushes data only. Its first headerSize bytes
+// are a header:
+//
+//	[0:8]   "rpdjrnl1"
+//	[8:16]  the seal flag: nonzero once a takeover sealed the segment (set
+//	        by whoever fixes the seal, before reading the segment's end;
+//	        the writer reads it after each fdatasync)
+//
+// and a sequence of records follows:
 //
 //	[0:4]   payload length n (uint32 LE), never 0
 //	[4:8]   CRC-32C of bytes [8:16+n]
@@ -35,7 +44,9 @@ import (
 // never read past, and never half counted.
 
 const (
-	recHeader = 16
+	headerSize = 4096
+	sealFlagAt = 8
+	recHeader  = 16
 	// maxRecord bounds a payload (a grant body is a small JSON document;
 	// this only guards the reader against a length read from garbage).
 	maxRecord = 1 << 20
@@ -227,6 +238,32 @@ func segmentName(path, stack string, epoch, seq int64) string {
 		s = "x" + strconv.FormatUint(uint64(crc32.Checksum([]byte(stack), castagnoli)), 16) + strconv.Itoa(len(stack))
 	}
 	return filepath.Join(journalDir(path), fmt.Sprintf("%s.%d.%d", s, epoch, seq))
+}
+
+var segmentMagic = []byte("rpdjrnl1")
+
+// setSealFlag sets the seal flag of the segment file name (a missing file
+// is no error: nothing was written to it).
+func setSealFlag(name string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteAt([]byte{1, 0, 0, 0, 0, 0, 0, 0}, sealFlagAt)
+	return err
+}
+
+// sealFlag reads the seal flag of f.
+func sealFlag(f *os.File) (bool, error) {
+	var b [8]byte
+	if _, err := f.ReadAt(b[:], sealFlagAt); err != nil {
+		return false, err
+	}
+	return b != [8]byte{}, nil
 }
 
 // zeros is the buffer preallocation writes.

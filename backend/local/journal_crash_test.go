@@ -248,7 +248,7 @@ func TestJournalTornTail(t *testing.T) {
 			}
 		}, 5},
 		{"only the first header byte survives", func(t *testing.T, f *os.File, last, end int64) {
-			zero(t, f, 1, end)
+			zero(t, f, local.JournalHeader+1, end)
 		}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,7 +337,7 @@ func flip(t *testing.T, f *os.File, at int64) {
 // their length prefixes).
 func thirdRecord(t *testing.T, f *os.File) int64 {
 	t.Helper()
-	var off int64
+	off := int64(local.JournalHeader)
 	for range 2 {
 		h := make([]byte, 4)
 		if _, err := io.ReadFull(io.NewSectionReader(f, off, 4), h); err != nil {

@@ -223,7 +223,13 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 
 	b.j.mu.Lock()
 	var cur, sealed int64
-	err = b.st.journalCheck.queryRow(context.Background(), b.stack, w.epoch, w.seq).Scan(&cur, &sealed)
+	flagged, err := sealFlag(w.f)
+	if err == nil && flagged {
+		// A takeover may have happened: the leader row and the seal tell.
+		err = b.st.journalCheck.queryRow(context.Background(), b.stack, w.epoch, w.seq).Scan(&cur, &sealed)
+	} else if err == nil {
+		cur, sealed = w.epoch, sealOpen
+	}
 	if err == nil && cur == w.epoch && sealed == sealOpen {
 		if len(b.j.pending) == 0 {
 			b.j.pendStart = b.j.confirmed
@@ -382,7 +388,7 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 		if w, err = b.createSegment(epoch, seq); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(`INSERT INTO journals (stack, epoch, seq, applied, sealed) VALUES (?, ?, ?, 0, -1)`, b.stack, epoch, seq); err != nil {
+		if _, err := tx.Exec(`INSERT INTO journals (stack, epoch, seq, applied, sealed) VALUES (?, ?, ?, ?, -1)`, b.stack, epoch, seq, headerSize); err != nil {
 			w.f.Close()
 			return err
 		}
@@ -417,6 +423,10 @@ func (b *Backend) createSegment(epoch, seq int64) (*segWriter, error) {
 		f.Close()
 		return nil, fmt.Errorf("preallocate %s: %w", name, err)
 	}
+	if _, err := f.WriteAt(segmentMagic, 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write the header of %s: %w", name, err)
+	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("sync %s: %w", name, err)
@@ -425,7 +435,7 @@ func (b *Backend) createSegment(epoch, seq int64) (*segWriter, error) {
 		f.Close()
 		return nil, fmt.Errorf("sync the directory %s: %w", dir, err)
 	}
-	return &segWriter{segKey: segKey{epoch, seq}, f: f, size: segmentSize}, nil
+	return &segWriter{segKey: segKey{epoch, seq}, f: f, end: headerSize, size: segmentSize}, nil
 }
 
 // recoverSegment reopens an open segment of epoch left by a writer that
@@ -548,9 +558,14 @@ func (b *Backend) resolveSeals(ctx context.Context) error {
 			if !(s.sealed == sealPending || (s.sealed == sealOpen && s.epoch < cur)) {
 				continue
 			}
+			// The flag first: a writer that reads it unset after its
+			// fdatasync wrote its batch before the scan below.
+			name := segmentName(b.path, b.stack, s.epoch, s.seq)
+			if err := setSealFlag(name); err != nil {
+				return fmt.Errorf("set the seal flag of %s: %w", name, err)
+			}
 			end := b.j.confirmed
 			if s.segKey != b.j.own {
-				name := segmentName(b.path, b.stack, s.epoch, s.seq)
 				f, err := os.Open(name)
 				if errors.Is(err, fs.ErrNotExist) {
 					end = s.applied // created, never written
