@@ -27,7 +27,7 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrant, 0, s.b.stack, id, body)
+		return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrant, s.b.stack, id, body)
 	}
 	return s.b.writeJournaled(ctx, "put grant", s.epoch, jrec{kind: kindPutGrant, id: id, body: body})
 }
@@ -35,7 +35,7 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, 0, s.b.stack, id)
+		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, s.b.stack, id)
 	}
 	return s.b.writeJournaled(ctx, "delete grant", s.epoch, jrec{kind: kindDeleteGrant, id: id})
 }

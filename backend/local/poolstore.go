@@ -14,20 +14,20 @@ type PoolStore struct {
 }
 
 // Fence returns the store whose writes succeed only while epoch is the
-// stack's leader epoch (backend.Leader): each is one statement conditional
-// on the leader row, and a stale epoch fails with backend.ErrFenced having
-// written nothing. Fenced writes go to the grant journal
-// (journalwriter.go): durable when answered, fenced by the journal's seal.
+// stack's leader epoch (backend.Leader): they go to the grant journal of
+// that epoch (journalwriter.go), durable when answered; once a takeover
+// sealed it, a write fails with backend.ErrFenced and is never counted.
 func (s *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: s.b, epoch: epoch} }
 
 // PutLease creates or replaces a record. Concurrent writes share one
-// transaction (see committer); PutLease returns once its own committed.
+// journal append and fdatasync, or (unfenced) one SQLite commit (see
+// commit.go); PutLease returns once its own is durable.
 func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
 	}
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease, 0,
+		return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease,
 			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), rec.Owner)
 	}
 	return s.b.writeJournaled(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec})
@@ -37,7 +37,7 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 // written as PutLease is.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, 0, s.b.stack, leaseID)
+		return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, s.b.stack, leaseID)
 	}
 	return s.b.writeJournaled(ctx, "delete pool lease", s.epoch, jrec{kind: kindDeleteLease, id: leaseID})
 }
