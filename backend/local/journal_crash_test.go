@@ -523,3 +523,26 @@ func TestJournalRotationAndFold(t *testing.T) {
 		t.Errorf("%d journal segments left after the fold: %v", len(files), files)
 	}
 }
+
+// A journal segment file removed behind the backend's back is an error
+// naming it, not an endless retry or an empty read.
+func TestJournalMissingSegmentIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	b := openAt(t, path, "s", nil)
+	local.PauseApplier(b)
+	l, _, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PoolStore().Fence(l.Epoch).PutLease(ctx, crashLease("x")); err != nil {
+		t.Fatal(err)
+	}
+	seg := local.JournalSegment(path, "s", l.Epoch, 0)
+	if err := os.Remove(seg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PoolStore().LoadLeases(ctx); err == nil || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("LoadLeases with the segment gone: %v; want an error naming %s", err, seg)
+	}
+}

@@ -154,17 +154,18 @@ func (b *Backend) applier() {
 	defer close(b.j.done)
 	tick := time.NewTicker(applyInterval)
 	defer tick.Stop()
+	var failed time.Time // the last failure: retried a second later at the earliest
 	for ticks := 1; ; ticks++ {
 		select {
 		case <-b.j.wake:
-			if b.j.paused.Load() {
+			if b.j.paused.Load() || time.Since(failed) < time.Second {
 				continue
 			}
 		case <-tick.C:
 			b.j.mu.Lock()
 			idle := len(b.j.pending) == 0
 			b.j.mu.Unlock()
-			if (idle && ticks%20 != 0) || b.j.paused.Load() {
+			if (idle && ticks%20 != 0) || b.j.paused.Load() || time.Since(failed) < time.Second {
 				continue // nothing of ours to apply: look for others' sealed segments every second
 			}
 		case <-b.j.stop:
@@ -174,7 +175,10 @@ func (b *Backend) applier() {
 			return
 		}
 		if err := b.applyJournal(context.Background()); err != nil {
-			b.log.Warn("local backend: applying the grant journal to SQLite failed; it stays in the journal and is retried", "path", b.path, "err", err)
+			failed = time.Now()
+			b.log.Warn("local backend: applying the grant journal to SQLite failed; the records stay in the journal (reads see them) and it is retried in a second", "path", b.path, "err", err)
+		} else {
+			failed = time.Time{}
 		}
 	}
 }
@@ -809,76 +813,82 @@ type records struct {
 // its seal (an open one: to the end of its whole records). A segment
 // folded meanwhile (its file gone) makes it read again.
 func (b *Backend) loadRecords(ctx context.Context, wantLeases, wantGrants bool) (records, error) {
-	var lastErr error
+	var missing string // a segment file found missing by the last attempt
 	for attempt := 0; attempt < 8; attempt++ {
-		out, retry, err := b.loadRecordsOnce(ctx, wantLeases, wantGrants)
-		if err == nil && !retry {
-			return out, nil
-		}
+		out, gone, retry, err := b.loadRecordsOnce(ctx, wantLeases, wantGrants)
 		if err != nil {
 			return records{}, err
 		}
-		lastErr = errors.New("the grant journal kept changing under the read")
+		if !retry {
+			return out, nil
+		}
+		if gone != "" && gone == missing {
+			// Not folded meanwhile: the file is gone for good.
+			return records{}, fmt.Errorf("the grant journal segment %s is missing but not folded into the database: grants written through it are lost; restore the file from a backup, or take a backup (rpd backup) with the records the database holds and restore it", gone)
+		}
+		missing = gone
 	}
-	return records{}, lastErr
+	return records{}, errors.New("the grant journal kept changing under the read; retry")
 }
 
-func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bool) (out records, retry bool, err error) {
+// loadRecordsOnce is one attempt of loadRecords; retry asks for another,
+// gone names a segment file found missing.
+func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bool) (out records, gone string, retry bool, err error) {
 	out = records{leases: map[string]pools.LeaseRecord{}, grants: map[string][]byte{}}
 	tx, err := b.rdb.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return out, false, err
+		return out, "", false, err
 	}
 	defer tx.Rollback()
 	if wantLeases {
 		rows, err := b.st.loadLeases.tx(ctx, tx).query(ctx, b.stack)
 		if err != nil {
-			return out, false, err
+			return out, "", false, err
 		}
 		for rows.Next() {
 			var r pools.LeaseRecord
 			var granted, expires, ttl int64
 			if err := rows.Scan(&r.LeaseID, &r.Pool, &r.TaskID, &r.Priority, &r.Slots, &granted, &expires, &ttl, &r.Owner); err != nil {
 				rows.Close()
-				return out, false, err
+				return out, "", false, err
 			}
 			r.GrantedAt, r.ExpiresAt, r.TTL = fromNanos(granted), fromNanos(expires), time.Duration(ttl)
 			out.leases[r.LeaseID] = r
 		}
 		if err := rows.Err(); err != nil {
-			return out, false, err
+			return out, "", false, err
 		}
 	}
 	if wantGrants {
 		rows, err := b.st.loadGrants.tx(ctx, tx).query(ctx, b.stack)
 		if err != nil {
-			return out, false, err
+			return out, "", false, err
 		}
 		for rows.Next() {
 			var id string
 			var body []byte
 			if err := rows.Scan(&id, &body); err != nil {
 				rows.Close()
-				return out, false, err
+				return out, "", false, err
 			}
 			out.grants[id] = body
 		}
 		if err := rows.Err(); err != nil {
-			return out, false, err
+			return out, "", false, err
 		}
 	}
 	if b.st.journalCheck.s == nil {
 		// A hand-made file without the leaders or journals table (the
 		// statement reading them did not prepare): no journal.
-		return out, false, nil
+		return out, "", false, nil
 	}
 	var cur int64
 	if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?), 0)`, b.stack).Scan(&cur); err != nil {
-		return out, false, err
+		return out, "", false, err
 	}
 	segs, err := querySegs(ctx, tx, b.stack)
 	if err != nil {
-		return out, false, err
+		return out, "", false, err
 	}
 	_ = tx.Rollback()
 	for _, s := range segs {
@@ -886,19 +896,19 @@ func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bo
 			// A stale leader's segment: its length is fixed first, so
 			// that this read counts exactly what the seal counts.
 			if err := b.resolveSeals(ctx); err != nil {
-				return out, false, err
+				return out, "", false, err
 			}
-			return out, true, nil
+			return out, "", true, nil
 		}
 	}
 	for _, s := range segs {
 		name := segmentName(b.path, b.stack, s.epoch, s.seq)
 		f, err := os.Open(name)
 		if errors.Is(err, fs.ErrNotExist) {
-			return out, true, nil
+			return out, name, true, nil
 		}
 		if err != nil {
-			return out, false, err
+			return out, "", false, err
 		}
 		_, err = scanSegment(f, s.applied, s.sealed, func(r *jrec, _ int64) bool {
 			switch r.kind {
@@ -919,10 +929,10 @@ func (b *Backend) loadRecordsOnce(ctx context.Context, wantLeases, wantGrants bo
 		})
 		f.Close()
 		if err != nil {
-			return out, false, fmt.Errorf("read %s: %w", name, err)
+			return out, "", false, fmt.Errorf("read %s: %w", name, err)
 		}
 	}
-	return out, false, nil
+	return out, "", false, nil
 }
 
 // sortedLeases returns m's records ordered by lease ID.
