@@ -68,6 +68,10 @@ type journal struct {
 	// them without reading the file back.
 	pending   []pendRec
 	pendStart int64
+	// spare is the next segment's file, prepared by the applier.
+	spare *segWriter
+	// spareMu is held while a spare is created or taken.
+	spareMu sync.Mutex
 
 	// writer goroutine only
 	w          *segWriter
@@ -139,6 +143,9 @@ func (b *Backend) stopJournal() {
 		w.f.Close()
 		b.j.w = nil
 	}
+	if sp := b.takeSpare(segKey{}); sp != nil {
+		sp.f.Close()
+	}
 }
 
 func (b *Backend) wakeApplier() {
@@ -174,6 +181,7 @@ func (b *Backend) applier() {
 			}
 			return
 		}
+		b.prepareSpare()
 		if err := b.applyJournal(context.Background()); err != nil {
 			failed = time.Now()
 			b.log.Warn("local backend: applying the grant journal to SQLite failed; the records stay in the journal (reads see them) and it is retried in a second", "path", b.path, "err", err)
@@ -385,11 +393,17 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 		case err != nil && !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
+		err = nil
 		var seq int64
 		if err := tx.QueryRow(`SELECT coalesce(max(seq) + 1, 0) FROM journals WHERE stack = ? AND epoch = ?`, b.stack, epoch).Scan(&seq); err != nil {
 			return err
 		}
-		if w, err = b.createSegment(epoch, seq); err != nil {
+		b.j.spareMu.Lock() // not while the applier prepares the same file
+		if w = b.takeSpare(segKey{epoch, seq}); w == nil {
+			w, err = b.createSegment(epoch, seq)
+		}
+		b.j.spareMu.Unlock()
+		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(`INSERT INTO journals (stack, epoch, seq, applied, sealed) VALUES (?, ?, ?, ?, -1)`, b.stack, epoch, seq, headerSize); err != nil {
@@ -406,6 +420,58 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 	b.j.own, b.j.confirmed, b.j.pending = w.segKey, w.end, nil
 	b.j.mu.Unlock()
 	return w, nil
+}
+
+// takeSpare returns the spare segment the applier prepared when it is k,
+// else nil (a spare of another key is discarded).
+func (b *Backend) takeSpare(k segKey) *segWriter {
+	b.j.mu.Lock()
+	sp := b.j.spare
+	b.j.spare = nil
+	b.j.mu.Unlock()
+	if sp == nil {
+		return nil
+	}
+	if sp.segKey == k {
+		return sp
+	}
+	sp.f.Close()
+	_ = os.Remove(sp.f.Name())
+	return nil
+}
+
+// prepareSpare creates, off the writer's path, the file of the segment the
+// writer rotates to next, once its segment is half full: preallocating
+// 8 MiB and syncing it takes tens of milliseconds that grants would wait.
+func (b *Backend) prepareSpare() {
+	b.j.mu.Lock()
+	own, confirmed, has := b.j.own, b.j.confirmed, b.j.spare != nil
+	b.j.mu.Unlock()
+	if own == (segKey{}) || has || confirmed < segmentSize/2 {
+		return
+	}
+	k := segKey{own.epoch, own.seq + 1}
+	b.j.spareMu.Lock()
+	defer b.j.spareMu.Unlock()
+	b.j.mu.Lock()
+	stale := b.j.own != own || b.j.spare != nil
+	b.j.mu.Unlock()
+	if stale {
+		return
+	}
+	sp, err := b.createSegment(k.epoch, k.seq)
+	if err != nil {
+		b.log.Warn("local backend: could not prepare the next grant journal segment; the writer creates it when it rotates", "path", b.path, "err", err)
+		return
+	}
+	b.j.mu.Lock()
+	if b.j.spare == nil && b.j.own == own {
+		b.j.spare, sp = sp, nil
+	}
+	b.j.mu.Unlock()
+	if sp != nil {
+		sp.f.Close()
+	}
 }
 
 // createSegment creates and preallocates a segment file, synced.
