@@ -36,17 +36,20 @@ import (
 //
 // Fencing. A segment is created only in a transaction that finds its epoch
 // to be the stack's leader epoch, and epochs only grow, so a writer whose
-// epoch was never current writes nothing. After each batch's fdatasync the
-// writer reads the leader epoch and its row: still its epoch and open
-// means no takeover had committed when the batch's bytes were already in
-// the file, so any later seal includes them: the batch succeeds. Otherwise
-// the seal decides: a pending seal is fixed (synced, synchronous=FULL) at
-// the end of the writer's last confirmed batch by the writer itself, or at
-// the end of the whole records by anyone else who needs it (a reader of a
-// stale segment, another process); each record succeeds exactly when it
-// lies within the seal, and what lies past it is never read. So a record
-// is counted if and only if its write was answered as a success (or never
-// answered: the process died first). docs/backends.md has the argument.
+// epoch was never current writes nothing. A takeover marks the older
+// epochs' open segments seal pending and sets the seal flag in their
+// headers; whoever fixes a seal sets the flag before reading the segment's
+// end. After each batch's fdatasync the writer reads its flag (one pread):
+// unset means the batch's bytes were in the file before anyone looked for
+// the seal, so every seal includes them: the batch succeeds. Set, it reads
+// the leader row and its segment's row: a seal still pending it fixes
+// (synced, synchronous=FULL) at the end of its last successful batch; then
+// each record succeeds exactly when it lies within the seal, which someone
+// else may have fixed at the end of the whole records (a reader of a stale
+// segment, another process), and what lies past the seal is never read. So
+// a record is counted if and only if its write was answered as a success
+// (or never answered: the process died first). docs/backends.md has the
+// argument.
 //
 // Compaction. When a batch would not fit in the segment's preallocation,
 // the writer seals its segment at its end and starts the next one (seq+1).
@@ -57,9 +60,10 @@ import (
 
 // journal is a Backend's grant journal state.
 type journal struct {
-	// mu is held by the writer from its post-sync check to the update of
-	// confirmed, and by a resolver reading confirmed, so that a seal this
-	// process fixes is never short of a batch it answered.
+	// mu is held by the writer from its post-sync read of the seal flag to
+	// the update of confirmed, and by a resolver from setting the flag to
+	// reading confirmed, so that a seal this process fixes is never short
+	// of a batch it answered.
 	mu        sync.Mutex
 	own       segKey // the segment this process writes; zero: none
 	confirmed int64  // its end of confirmed records
@@ -192,7 +196,7 @@ func (b *Backend) applier() {
 }
 
 // journalRun writes ops, all fenced with epoch, to the journal: one append,
-// one fdatasync, one check of the epoch.
+// one fdatasync, one read of the seal flag.
 func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 	fail := func(err error) {
 		for _, op := range ops {
