@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"io"
 	"os"
 	"path/filepath"
@@ -20,6 +21,16 @@ func SetSegmentSize(t *testing.T, n int64) {
 	old := segmentSize
 	segmentSize = n
 	t.Cleanup(func() { segmentSize = old })
+}
+
+// ApplyJournal runs the applier's work n times on the caller's goroutine.
+func ApplyJournal(b *Backend, n int) error {
+	for range n {
+		if err := b.applyJournal(context.Background()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // JournalEnd is the end of b's confirmed journal records.

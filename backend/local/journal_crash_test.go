@@ -198,7 +198,7 @@ func kill9Round(t *testing.T, killAfter int) {
 	load("reopened after kill -9", b)
 	// A new leader: the dead one's lease (2 s) runs out first.
 	var l backend.Leader
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 400; i++ { // ≤ 20 s
 		var held bool
 		if l, held, err = b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "parent", Lease: time.Minute}); err != nil {
 			t.Fatal(err)
@@ -510,39 +510,14 @@ func TestJournalRotationAndFold(t *testing.T) {
 	}
 	c := openAt(t, path, "s", nil)
 	check("reopened", c)
-	// The folded segments' files are gone (bounded wait for the applier).
-	var files []string
-	for i := 0; i < 200; i++ {
-		files, _ = filepath.Glob(path + ".journal/*")
-		if len(files) <= 2 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Applied and folded (by the caller, not the applier's timer), the
+	// sealed segments' files are gone: the open one stays.
+	if err := local.ApplyJournal(c, 50); err != nil {
+		t.Fatal(err)
 	}
+	files, _ := filepath.Glob(path + ".journal/*")
 	if len(files) > 2 {
 		t.Errorf("%d journal segments left after the fold: %v", len(files), files)
 	}
-}
-
-// A journal segment file removed behind the backend's back is an error
-// naming it, not an endless retry or an empty read.
-func TestJournalMissingSegmentIsAnError(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.db")
-	ctx := context.Background()
-	b := openAt(t, path, "s", nil)
-	local.PauseApplier(b)
-	l, _, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.PoolStore().Fence(l.Epoch).PutLease(ctx, crashLease("x")); err != nil {
-		t.Fatal(err)
-	}
-	seg := local.JournalSegment(path, "s", l.Epoch, 0)
-	if err := os.Remove(seg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.PoolStore().LoadLeases(ctx); err == nil || !strings.Contains(err.Error(), seg) || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("LoadLeases with the segment gone: %v; want an error naming %s", err, seg)
-	}
+	check("folded", c)
 }
