@@ -688,6 +688,22 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 			b.wakeApplier()
 		}
 	}()
+	if own == (segKey{}) && len(pending) == 0 {
+		// Not writing here (a standby, the CLI): take the file's write
+		// lock only when a segment is left to apply or to seal.
+		if b.st.journalCheck.s == nil {
+			return nil // a hand-made file without the journals table
+		}
+		var n int
+		err := b.rdb.QueryRowContext(ctx, `SELECT count(*) FROM journals WHERE stack = ?1 AND folded = 0
+			AND (sealed >= 0 OR sealed = -2 OR (sealed = -1 AND epoch < coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0)))`, b.stack).Scan(&n)
+		if err != nil {
+			return fmt.Errorf("look for grant journal segments to apply in %s: %w", b.path, err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
 	var folded []segKey
 	resolve := false
 	ownApplied := int64(-1) // own records applied from the file, not from memory
