@@ -85,10 +85,10 @@ func (b *Backend) commitRecords(batch []*recordOp) {
 		if e := batch[0].W.epoch; e != 0 {
 			b.journalRun(batch[:n], e)
 		} else {
-			if b.j.w != nil {
+			if b.journalPending() {
 				// The journal's confirmed records go first, so that an
 				// unfenced write is not overwritten by an older one.
-				if err := b.applyJournal(context.Background()); err != nil {
+				if err := b.drainJournal(context.Background()); err != nil {
 					for _, op := range batch[:n] {
 						op.Err = err
 					}

@@ -668,6 +668,25 @@ func needsSeal(s segRow, leaderEpoch int64) bool {
 	return s.sealed == sealPending || (s.sealed == sealOpen && s.epoch < leaderEpoch)
 }
 
+// journalPending reports whether this process has journal records not
+// applied yet.
+func (b *Backend) journalPending() bool {
+	b.j.mu.Lock()
+	defer b.j.mu.Unlock()
+	return len(b.j.pending) > 0
+}
+
+// drainJournal applies this process's pending journal records (in
+// transactions of at most maxApply).
+func (b *Backend) drainJournal(ctx context.Context) error {
+	for i := 0; i < 1024 && b.journalPending(); i++ {
+		if err := b.applyJournal(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // applyJournal applies the journal records not yet in the SQLite tables
 // (synchronous=NORMAL), in segment order, then folds the sealed segments
 // it finished: their rows go in a synchronous=FULL transaction and their
