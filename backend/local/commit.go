@@ -2,24 +2,24 @@ package local
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
-	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 )
 
 // Grant records (pool leases and the daemon's other grants: puts, which are
 // grants and heartbeats, and deletes, which are releases) are written by
 // group commit (package groupcommit): the writes of concurrent callers
-// share one BEGIN IMMEDIATE transaction, so a burst of N grants costs one
-// commit (one WAL append, one round of shared-memory locks, one fsync: they
-// commit with synchronous=FULL) instead of N. Within a batch the writes run in arrival
-// order, and each caller returns once the transaction holding its write
-// committed, with its own outcome:
-//   - a fenced write (Fence) whose epoch is stale changes nothing and fails
-//     with backend.ErrFenced; the others in its batch commit;
+// share one durable write, so a burst of N grants costs one sync instead
+// of N. Within a batch the writes run in arrival order, and each caller
+// returns once its write is durable, with its own outcome.
+//
+// A fenced write (Fence: the leader's) goes to the grant journal
+// (journalwriter.go): one append and one fdatasync per run of fenced
+// writes of an epoch; a stale one fails with backend.ErrFenced and is never
+// counted. Unfenced writes share one BEGIN IMMEDIATE transaction committed
+// with synchronous=FULL:
 //   - a statement or the commit failing rolls the batch back and each write
 //     is retried alone in its own transaction, so one bad record fails only
 //     its own caller and a failing disk fails each caller with its error;
@@ -30,20 +30,24 @@ import (
 // write waiting behind a large batch sees).
 const maxBatch = 512
 
-// recordWrite is one queued statement.
+// recordWrite is one queued write: an unfenced statement, or a fenced
+// journal record.
 type recordWrite struct {
 	verb  string // "put pool lease", ...: for errors
 	id    string // the record's ID: for errors
-	st    *stmt
+	st    *stmt  // unfenced
 	args  []any
 	epoch int64 // 0: unfenced
+	// rec is the journal record of a fenced write (epoch != 0), which goes
+	// to the grant journal (journalwriter.go) instead of st.
+	rec jrec
 }
 
 type recordOp = groupcommit.Op[recordWrite]
 
-// writeRecord queues one write and waits for its outcome.
-func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, epoch int64, args ...any) error {
-	err := b.records.Do(ctx, recordWrite{verb: verb, id: id, st: st, args: args, epoch: epoch})
+// writeRecord queues one unfenced write and waits for its outcome.
+func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, args ...any) error {
+	err := b.records.Do(ctx, recordWrite{verb: verb, id: id, st: st, args: args})
 	if errors.Is(err, groupcommit.ErrClosed) {
 		err = errors.New("the backend is closed; open it again")
 	}
@@ -53,8 +57,53 @@ func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, ep
 	return nil
 }
 
-// commitRecords is the group commit of a batch of record writes.
+// writeJournaled queues one fenced write for the grant journal and waits
+// for its outcome.
+func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, r jrec) error {
+	if epoch == 0 {
+		return fmt.Errorf("%s %s of stack %s: a journaled write needs a leader epoch", verb, r.id, b.stack)
+	}
+	err := b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r})
+	if errors.Is(err, groupcommit.ErrClosed) {
+		err = errors.New("the backend is closed; open it again")
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s of stack %s in %s: %w", verb, r.id, b.stack, b.path, err)
+	}
+	return nil
+}
+
+// commitRecords is the group commit of a batch of record writes: runs of
+// fenced writes of one epoch go to the grant journal, unfenced ones to
+// SQLite, in arrival order.
 func (b *Backend) commitRecords(batch []*recordOp) {
+	for len(batch) > 0 {
+		n := 1
+		for n < len(batch) && batch[n].W.epoch == batch[0].W.epoch {
+			n++
+		}
+		if e := batch[0].W.epoch; e != 0 {
+			b.journalRun(batch[:n], e)
+		} else {
+			if b.journalPending() {
+				// The journal's confirmed records go first, so that an
+				// unfenced write is not overwritten by an older one.
+				if err := b.drainJournal(context.Background()); err != nil {
+					for _, op := range batch[:n] {
+						op.Err = err
+					}
+					batch = batch[n:]
+					continue
+				}
+			}
+			b.commitSQLite(batch[:n])
+		}
+		batch = batch[n:]
+	}
+}
+
+// commitSQLite commits unfenced writes in one SQLite transaction.
+func (b *Backend) commitSQLite(batch []*recordOp) {
 	err := b.attemptRecords(batch)
 	if err == nil {
 		return
@@ -72,9 +121,8 @@ func (b *Backend) commitRecords(batch []*recordOp) {
 	}
 }
 
-// attemptRecords runs ops in one transaction. A fenced write refused sets
-// its Err and the others go on; any other failure rolls back and is
-// returned.
+// attemptRecords runs ops (unfenced) in one transaction; a failure rolls
+// back and is returned.
 func (b *Backend) attemptRecords(ops []*recordOp) error {
 	// No deadline: with a context that can end, the driver starts a
 	// goroutine per statement to interrupt it (a fifth of the writer's
@@ -90,7 +138,7 @@ func (b *Backend) attemptRecords(ops []*recordOp) error {
 	}
 	// Grants are acknowledged as durable, so their commits sync the WAL
 	// (synchronous=FULL): a power loss cannot drop a grant a client was
-	// told about. Every other write keeps NORMAL (docs/backends.md says
+	// told about (fenced ones are synced by the journal). Every other write keeps NORMAL (docs/backends.md says
 	// why and what it costs). The level belongs to the connection and
 	// cannot change inside a transaction: it is raised around this one, on
 	// the write connection pinned meanwhile.
@@ -114,23 +162,7 @@ func (b *Backend) attemptRecords(ops []*recordOp) error {
 	for _, op := range ops {
 		op.Err = nil
 		w := &op.W
-		res, err := w.st.tx(ctx, tx).exec(ctx, w.args...)
-		if err != nil {
-			_ = tx.Rollback()
-			return fail(err)
-		}
-		if w.epoch == 0 {
-			continue
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			_ = tx.Rollback()
-			return fail(err)
-		} else if n > 0 {
-			continue
-		}
-		// A missing record, or a stale epoch: the leader row tells.
-		// Within this transaction it cannot change.
-		if op.Err, err = b.fencedIn(ctx, tx, w.epoch); err != nil {
+		if _, err := w.st.tx(ctx, tx).exec(ctx, w.args...); err != nil {
 			_ = tx.Rollback()
 			return fail(err)
 		}
@@ -139,21 +171,4 @@ func (b *Backend) attemptRecords(ops []*recordOp) error {
 		return fail(fmt.Errorf("commit: %w", err))
 	}
 	return nil
-}
-
-// fencedIn returns, as fenceErr, backend.ErrFenced wrapped when epoch is
-// not the stack's leader epoch; err is a failure to read it.
-func (b *Backend) fencedIn(ctx context.Context, tx *sql.Tx, epoch int64) (fenceErr, err error) {
-	var cur int64
-	err = b.st.leaderEpoch.tx(ctx, tx).queryRow(ctx, b.stack).Scan(&cur)
-	if errors.Is(err, sql.ErrNoRows) {
-		cur, err = 0, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read the leader epoch: %w", err)
-	}
-	if cur != epoch {
-		return fmt.Errorf("written under leader epoch %d, the stack's is %d: %w", epoch, cur, backend.ErrFenced), nil
-	}
-	return nil, nil
 }

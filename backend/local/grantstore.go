@@ -27,37 +27,25 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 		return fmt.Errorf("put grant of stack %s: empty ID", s.b.stack)
 	}
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrant, 0, s.b.stack, id, body)
+		return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrant, s.b.stack, id, body)
 	}
-	return s.b.writeRecord(ctx, "put grant", id, &s.b.st.putGrantFenced, s.epoch, s.b.stack, id, body, s.epoch)
+	return s.b.writeJournaled(ctx, "put grant", s.epoch, jrec{kind: kindPutGrant, id: id, body: body})
 }
 
 // DeleteGrant removes the record id; a missing one is not an error.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	if s.epoch == 0 {
-		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, 0, s.b.stack, id)
+		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, s.b.stack, id)
 	}
-	return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrantFenced, s.epoch, s.b.stack, id, s.epoch)
+	return s.b.writeJournaled(ctx, "delete grant", s.epoch, jrec{kind: kindDeleteGrant, id: id})
 }
 
-// LoadGrants returns every record of the stack by ID.
+// LoadGrants returns every record of the stack by ID: the SQLite table with
+// the grant journal's records not applied to it yet.
 func (s *GrantStore) LoadGrants(ctx context.Context) (map[string][]byte, error) {
-	rows, err := s.b.st.loadGrants.query(ctx, s.b.stack)
+	recs, err := s.b.loadRecords(ctx, false, true)
 	if err != nil {
 		return nil, fmt.Errorf("load grants of stack %s from %s: %w", s.b.stack, s.b.path, err)
 	}
-	defer rows.Close()
-	out := map[string][]byte{}
-	for rows.Next() {
-		var id string
-		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
-			return nil, fmt.Errorf("load grants of stack %s from %s: %w", s.b.stack, s.b.path, err)
-		}
-		out[id] = body
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load grants of stack %s from %s: %w", s.b.stack, s.b.path, err)
-	}
-	return out, nil
+	return recs.grants, nil
 }

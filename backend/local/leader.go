@@ -29,7 +29,9 @@ func (b *Backend) AcquireLeader(ctx context.Context, c backend.LeaderClaim) (bac
 	}
 	var out backend.Leader
 	var held bool
+	var sealed []segKey
 	err := b.write(ctx, func(tx *sql.Tx) error {
+		sealed = sealed[:0]
 		cur, err := scanLeader(tx.QueryRowContext(ctx, `SELECT `+leaderColumns+` FROM leaders WHERE stack = ?`, b.stack))
 		if errors.Is(err, sql.ErrNoRows) {
 			cur = backend.Leader{}
@@ -44,10 +46,36 @@ func (b *Backend) AcquireLeader(ctx context.Context, c backend.LeaderClaim) (bac
 		_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO leaders (stack, `+leaderColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			b.stack, next.Holder, next.Epoch, next.Address, next.Mode, next.ConfigHash, nanos(next.AcquiredAt), nanos(next.RenewedAt), nanos(next.ExpiresAt))
 		out, held = next, true
-		return err
+		if err != nil || next.Epoch == cur.Epoch {
+			return err
+		}
+		// A takeover: the journal segments of older epochs are sealed,
+		// their lengths fixed later (journalwriter.go), in the
+		// transaction that moves the epoch.
+		rows, err := tx.QueryContext(ctx, `UPDATE journals SET sealed = -2 WHERE stack = ? AND epoch < ? AND sealed = -1 RETURNING epoch, seq`, b.stack, next.Epoch)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k segKey
+			if err := rows.Scan(&k.epoch, &k.seq); err != nil {
+				return err
+			}
+			sealed = append(sealed, k)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return backend.Leader{}, false, fmt.Errorf("acquire the leader lease of stack %s in %s: %w", b.stack, b.path, err)
+	}
+	// Tell the stale writers at once (they read the flag after each
+	// fdatasync, and fail their writes once they see the epoch moved). A
+	// flag not set here is set by whoever fixes the seal.
+	for _, k := range sealed {
+		if err := setSealFlag(segmentName(b.path, b.stack, k.epoch, k.seq)); err != nil {
+			b.log.Warn("local backend: could not flag a stale leader's grant journal as sealed; it is flagged when its seal is fixed", "path", b.path, "epoch", k.epoch, "seq", k.seq, "err", err)
+		}
 	}
 	return out, held, nil
 }

@@ -50,6 +50,8 @@ type Backend struct {
 	st  stmts
 	// records writes the grant records by group commit (commit.go).
 	records *groupcommit.Queue[recordWrite]
+	// j is the grant journal of fenced writes (journalwriter.go).
+	j journal
 }
 
 var (
@@ -113,6 +115,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	b.prepareStmts(ctx)
+	b.startJournal()
 	b.records = groupcommit.New(maxBatch, b.commitRecords)
 	return b, nil
 }
@@ -157,6 +160,7 @@ func (b *Backend) Close() error {
 	if b.records != nil {
 		b.records.Close() // writes what is queued
 	}
+	b.stopJournal()
 	return errors.Join(b.closeStmts(), b.wdb.Close(), b.rdb.Close())
 }
 

@@ -97,6 +97,21 @@ var migrations = []string{
 	// 6: pools.LeaseRecord.Owner, the principal that took the lease ('' in
 	// records written before).
 	`ALTER TABLE pool_leases ADD COLUMN owner TEXT NOT NULL DEFAULT '';`,
+	// 7: the segments of the grant journal (journalwriter.go): applied is
+	// the offset up to which a segment's records are in the tables above;
+	// sealed is -1 (open), -2 (seal pending after a takeover) or its final
+	// length; folded is 1 once a sealed segment is wholly in the tables,
+	// synced, and its file removed (the row stays, so that a stale writer
+	// still finds its seal).
+	`CREATE TABLE journals (
+		stack   TEXT NOT NULL,
+		epoch   INTEGER NOT NULL,
+		seq     INTEGER NOT NULL,
+		applied INTEGER NOT NULL,
+		sealed  INTEGER NOT NULL,
+		folded  INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (stack, epoch, seq)
+	);`,
 }
 
 // SchemaVersion is the schema version this binary writes.

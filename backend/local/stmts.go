@@ -16,20 +16,17 @@ const (
 	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
-	// The fenced forms write only while ? is the stack's leader epoch.
-	sqlPutLeaseFenced = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
-		SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?11 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?10`
-	sqlDeleteLeaseFenced = `DELETE FROM pool_leases WHERE stack = ?1 AND lease_id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
-	sqlLoadLeases        = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner FROM pool_leases WHERE stack = ? ORDER BY lease_id`
+	sqlLoadLeases  = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner FROM pool_leases WHERE stack = ? ORDER BY lease_id`
 
 	sqlPutGrant    = `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`
 	sqlDeleteGrant = `DELETE FROM grants WHERE stack = ? AND id = ?`
 	sqlLoadGrants  = `SELECT id, body FROM grants WHERE stack = ?`
 
-	sqlPutGrantFenced = `INSERT OR REPLACE INTO grants (stack, id, body)
-		SELECT ?1, ?2, ?3 WHERE (SELECT epoch FROM leaders WHERE stack = ?1) = ?4`
-	sqlDeleteGrantFenced = `DELETE FROM grants WHERE stack = ?1 AND id = ?2 AND (SELECT epoch FROM leaders WHERE stack = ?1) = ?3`
-	sqlLeaderEpoch       = `SELECT epoch FROM leaders WHERE stack = ?`
+	sqlLeaderEpoch = `SELECT epoch FROM leaders WHERE stack = ?`
+	sqlJournalSegs = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? AND folded = 0 ORDER BY epoch, seq`
+	// After a journal write: the leader epoch and the segment's seal.
+	sqlJournalCheck = `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0),
+		coalesce((SELECT sealed FROM journals WHERE stack = ?1 AND epoch = ?2 AND seq = ?3), -3)`
 
 	sqlLoadQueue = `SELECT visibility_ms, retention_ms, delay_ms, tags FROM queues WHERE name = ?`
 	// Messages past retention are not counted (Receive deletes them).
@@ -139,16 +136,14 @@ type stmts struct {
 	// on wdb
 	putLease, deleteLease                stmt
 	putGrant, deleteGrant                stmt
-	putLeaseFenced, deleteLeaseFenced    stmt
-	putGrantFenced, deleteGrantFenced    stmt
-	leaderEpoch                          stmt
+	leaderEpoch, journalSegs             stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
 	// on rdb
 	loadLeases, loadGrants, describeQueue stmt
 	anyVisible, getInstance, readState    stmt
-	claimedBy                             stmt
+	claimedBy, journalCheck               stmt
 
 	prepared []*sql.Stmt // every statement above that prepared, for closeStmts
 }
@@ -171,11 +166,8 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.deleteLease, b.wdb, sqlDeleteLease)
 	prep(&st.putGrant, b.wdb, sqlPutGrant)
 	prep(&st.deleteGrant, b.wdb, sqlDeleteGrant)
-	prep(&st.putLeaseFenced, b.wdb, sqlPutLeaseFenced)
-	prep(&st.deleteLeaseFenced, b.wdb, sqlDeleteLeaseFenced)
-	prep(&st.putGrantFenced, b.wdb, sqlPutGrantFenced)
-	prep(&st.deleteGrantFenced, b.wdb, sqlDeleteGrantFenced)
 	prep(&st.leaderEpoch, b.wdb, sqlLeaderEpoch)
+	prep(&st.journalSegs, b.wdb, sqlJournalSegs)
 	prep(&st.send, b.wdb, sqlSend)
 	prep(&st.queueTimeouts, b.wdb, sqlQueueTimeouts)
 	prep(&st.expire, b.wdb, sqlExpire)
@@ -191,6 +183,7 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.getInstance, b.rdb, sqlGetInstance)
 	prep(&st.claimedBy, b.rdb, sqlClaimedBy)
 	prep(&st.readState, b.rdb, sqlReadState)
+	prep(&st.journalCheck, b.rdb, sqlJournalCheck)
 }
 
 // closeStmts closes the prepared statements; later calls fail with

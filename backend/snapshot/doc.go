@@ -16,8 +16,9 @@
 // Take reads while daemons run: it never locks, and it retries until the
 // leader epoch and the state version are the same before and after the
 // read, so that no takeover or apply happened in between. Each kind of
-// grant is read by one query (on the local backend a single SQLite
-// statement, a point in time; on DynamoDB a scan, consistent per page).
+// grant is read by one query (on the local backend one SQLite read
+// transaction, a point in time, plus the grant journal's records not yet
+// applied to it; on DynamoDB a scan, consistent per page).
 //
 // Restore writes into an empty backend: it refuses one that holds a state
 // document or grants, or whose stack a daemon leads, or a backup of another
