@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/internal/waitfor"
 	"github.com/rpdhq/rpd/runtime/pickup"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -43,13 +44,7 @@ func holdWriter(t *testing.T, b *Backend) func() {
 // committer took.
 func waitQueued(t *testing.T, b *Backend, n int) {
 	t.Helper()
-	for i := 0; i < 2000; i++ {
-		if b.records.Queued() == n {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("the committer never had %d writes queued", n)
+	waitfor.Within(t, 10*time.Second, fmt.Sprintf("the committer to have %d writes queued", n), func() bool { return b.records.Queued() == n })
 }
 
 func rec(id string) pools.LeaseRecord {
