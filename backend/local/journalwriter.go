@@ -577,26 +577,17 @@ func (b *Backend) fullTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // querySegsTx is querySegs in a write transaction, prepared.
 func (b *Backend) querySegsTx(ctx context.Context, tx *sql.Tx) ([]segRow, error) {
-	rows, err := b.st.journalSegs.tx(ctx, tx).query(ctx, b.stack)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []segRow
-	for rows.Next() {
-		var r segRow
-		if err := rows.Scan(&r.epoch, &r.seq, &r.applied, &r.sealed); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanSegs(b.st.journalSegs.tx(ctx, tx).query(ctx, b.stack))
 }
 
 func querySegs(ctx context.Context, q interface {
 	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
 }, stack string) ([]segRow, error) {
-	rows, err := q.QueryContext(ctx, sqlJournalSegs, stack)
+	return scanSegs(q.QueryContext(ctx, sqlJournalSegs, stack))
+}
+
+// scanSegs reads the journal segment rows of a query.
+func scanSegs(rows *sql.Rows, err error) ([]segRow, error) {
 	if err != nil {
 		return nil, err
 	}
