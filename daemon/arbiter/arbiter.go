@@ -49,7 +49,6 @@ type Options struct {
 type Arbiter struct {
 	opts       Options
 	log        *slog.Logger
-	clock      pools.Clock
 	backend    *open.Backend
 	comp       *components
 	permits    *permitTable
@@ -72,7 +71,7 @@ func New(opts Options) (*Arbiter, error) {
 	if opts.Arbitrating == nil {
 		opts.Arbitrating = func() bool { return true }
 	}
-	a := &Arbiter{opts: opts, log: opts.Logger, clock: opts.Clock, backend: opts.Backend}
+	a := &Arbiter{opts: opts, log: opts.Logger, backend: opts.Backend}
 	a.leaseStore = records.NewAsyncDeleteStore(opts.Leases, a.log)
 	a.grants = newGrants(opts.Grants, a.log)
 	a.permits = newPermitTable(opts.Clock, a.grants)

@@ -37,7 +37,7 @@ type Options struct {
 	// Epoch is the leader epoch this daemon leads under (0: none); the
 	// fleet stamps its launch intents with it.
 	Epoch func() int64
-	// EC2 opens the stack's EC2 client.
+	// EC2 opens the stack's EC2 client; nil: a fleet is refused.
 	EC2 func(ctx context.Context) (*ec2.Client, error)
 }
 
@@ -67,6 +67,11 @@ func New(opts Options, now func() time.Time) *Inventory {
 	}
 	if opts.Epoch == nil {
 		opts.Epoch = func() int64 { return 0 }
+	}
+	if opts.EC2 == nil {
+		opts.EC2 = func(context.Context) (*ec2.Client, error) {
+			return nil, errors.New("this daemon has no EC2 client: a fleet block cannot be run")
+		}
 	}
 	a := &Inventory{opts: opts, log: opts.Logger, backend: opts.Backend, arb: opts.Arbiter}
 	be := opts.Backend
