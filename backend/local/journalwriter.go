@@ -195,6 +195,16 @@ func (b *Backend) applier() {
 	}
 }
 
+// encode lays ops out as records appended at w.end: w.buf the bytes, w.ends
+// where each record ends (a record carries its own offset).
+func (w *segWriter) encode(ops []*recordOp) {
+	w.buf, w.ends = w.buf[:0], w.ends[:0]
+	for _, op := range ops {
+		w.buf = appendRecord(w.buf, w.end+int64(len(w.buf)), &op.W.rec)
+		w.ends = append(w.ends, w.end+int64(len(w.buf)))
+	}
+}
+
 // journalRun writes ops, all fenced with epoch, to the journal: one append,
 // one fdatasync, one read of the seal flag.
 func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
@@ -208,21 +218,13 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 		fail(err)
 		return
 	}
-	w.buf, w.ends = w.buf[:0], w.ends[:0]
-	for _, op := range ops {
-		w.buf = appendRecord(w.buf, w.end+int64(len(w.buf)), &op.W.rec)
-		w.ends = append(w.ends, w.end+int64(len(w.buf)))
-	}
+	w.encode(ops)
 	if w.end > 0 && w.end+int64(len(w.buf)) > w.size {
 		if w, err = b.rotate(w); err != nil {
 			fail(err)
 			return
 		}
-		w.buf, w.ends = w.buf[:0], w.ends[:0]
-		for _, op := range ops {
-			w.buf = appendRecord(w.buf, w.end+int64(len(w.buf)), &op.W.rec)
-			w.ends = append(w.ends, w.end+int64(len(w.buf)))
-		}
+		w.encode(ops) // the offsets are the new segment's
 	}
 	if _, err := w.f.WriteAt(w.buf, w.end); err != nil {
 		b.retire(w, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err))
