@@ -1,19 +1,81 @@
 package daemon
 
 import (
+	"context"
+	"crypto/tls"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/daemon/internal/h1"
+	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 )
 
-// connTracker follows the API server's connections (http.Server.ConnState)
-// so that a drain can close those that carry no request at once.
-type connTracker struct {
+// apiServer is what Run needs of the API's HTTP server: serving, and the
+// drain's steps.
+type apiServer interface {
+	Serve(net.Listener) error
+	SetKeepAlivesEnabled(bool)
+	// CloseQuiet closes the connections that carry no request.
+	CloseQuiet()
+	Shutdown(context.Context) error
+	Close() error
+}
+
+// The API's timeouts, for either server.
+const (
+	readHeaderTimeout = 5 * time.Second
+	idleTimeout       = 120 * time.Second
+	// Long-polls hold a request for up to MaxWaitSeconds.
+	writeTimeout = (api.MaxWaitSeconds + 30) * time.Second
+)
+
+// apiServer is the server of the API and the listener it serves: package
+// h1 over plain connections (the hot path's cost; see its doc), net/http
+// over TLS (HTTP/2, client certificates).
+func (d *Daemon) apiServer(baseCtx context.Context) (apiServer, net.Listener) {
+	if d.tls == nil {
+		return &h1.Server{
+			Handler:           d.handler,
+			ReadHeaderTimeout: readHeaderTimeout,
+			IdleTimeout:       idleTimeout,
+			WriteTimeout:      writeTimeout,
+			MaxHeaderBytes:    httpapi.MaxHeaderBytes,
+			BaseContext:       baseCtx,
+			ErrorBody:         httpapi.ServerErrorBody,
+			Logger:            d.log,
+		}, d.ln
+	}
+	s := &stdServer{}
+	s.Server = &http.Server{
+		Handler:           d.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		ConnState:         s.track,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		TLSConfig:         d.tls.ServerConfig(),
+	}
+	// The same configuration: net/http adds "h2" to its NextProtos.
+	return s, tls.NewListener(d.ln, s.TLSConfig)
+}
+
+// stdServer is net/http's server with its connections followed
+// (ConnState), so that a drain can close those that carry no request at
+// once.
+type stdServer struct {
+	*http.Server
 	mu    sync.Mutex
 	conns map[net.Conn]http.ConnState
 }
 
-func (t *connTracker) track(c net.Conn, s http.ConnState) {
+func (t *stdServer) track(c net.Conn, s http.ConnState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch s {
@@ -27,9 +89,9 @@ func (t *connTracker) track(c net.Conn, s http.ConnState) {
 	}
 }
 
-// closeQuiet closes the connections with no request under way: idle
+// CloseQuiet closes the connections with no request under way: idle
 // keep-alive connections and new ones that have not sent a request yet.
-func (t *connTracker) closeQuiet() {
+func (t *stdServer) CloseQuiet() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for c, s := range t.conns {

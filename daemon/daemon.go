@@ -3,7 +3,6 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -24,7 +23,6 @@ import (
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/component"
-	"github.com/rpdhq/rpd/daemon/internal/httpapi"
 	"github.com/rpdhq/rpd/daemon/internal/leader"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/inventory"
@@ -150,12 +148,10 @@ type Daemon struct {
 	audit    *security.AuditLog
 	sec      *security.Metrics
 	stopping atomic.Bool
-	// conns are the API server's connections, for the drain.
-	conns   connTracker
-	started time.Time
-	ln      net.Listener
-	handler http.Handler
-	runOnce sync.Once
+	started  time.Time
+	ln       net.Listener
+	handler  http.Handler
+	runOnce  sync.Once
 }
 
 // New loads the configuration, opens the backend, builds every runtime
@@ -356,25 +352,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	baseCtx, baseCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer baseCancel()
-	srv := &http.Server{
-		Handler:           d.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		// Long-polls hold a request for up to MaxWaitSeconds.
-		WriteTimeout:   (api.MaxWaitSeconds + 30) * time.Second,
-		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: httpapi.MaxHeaderBytes,
-		BaseContext:    func(net.Listener) context.Context { return baseCtx },
-		ConnState:      d.conns.track,
-		ErrorLog:       slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
-	}
-	var ln net.Listener = httpapi.APIErrorListener{Listener: d.ln}
-	if d.tls != nil {
-		// The TLS connections themselves must reach net/http (HTTP/2,
-		// client certificates): its plain-text parse errors stay as they are.
-		srv.TLSConfig = d.tls.ServerConfig()
-		ln = tls.NewListener(d.ln, srv.TLSConfig)
-	}
+	srv, ln := d.apiServer(baseCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
@@ -461,7 +439,7 @@ const handoverGrace = 500 * time.Millisecond
 // request are closed at once, those that never sent one included (Go's
 // Shutdown waits up to 5 s for a new connection's first request), and
 // keep-alives are off, so a connection closes after its answer in flight.
-func (d *Daemon) drain(ctx context.Context, srv *http.Server) <-chan struct{} {
+func (d *Daemon) drain(ctx context.Context, srv apiServer) <-chan struct{} {
 	srv.SetKeepAlivesEnabled(false)
 	done := make(chan struct{})
 	ctx, cancel := context.WithTimeout(ctx, d.opts.DrainTimeout)
@@ -480,7 +458,7 @@ func (d *Daemon) drain(ctx context.Context, srv *http.Server) <-chan struct{} {
 		t := time.NewTicker(25 * time.Millisecond)
 		defer t.Stop()
 		for {
-			d.conns.closeQuiet()
+			srv.CloseQuiet()
 			select {
 			case <-done:
 				return

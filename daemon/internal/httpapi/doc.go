@@ -5,7 +5,7 @@
 // duplicate keys, no over-long strings, the hot acquire body decoded by
 // hand), answers (WriteJSON, WriteJSONConditional with an ETag, paged lists
 // through Window), and the guards against what net/http would answer in
-// plain text (APIErrorListener) or redirect (UncleanPath).
+// plain text (ServerErrorBody) or redirect (UncleanPath).
 //
 // It holds no state of a daemon; docs/api.md documents the error model.
 package httpapi

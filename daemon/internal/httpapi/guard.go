@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 
 	"github.com/rpdhq/rpd/api"
@@ -19,69 +18,17 @@ import (
 // plain text, paths that ServeMux would redirect, and JSON bodies whose
 // strings or duplicate keys the standard decoder accepts silently.
 
-// APIErrorListener hands out connections whose plain-text error answers
-// from net/http are rewritten into the API's JSON error model.
-type APIErrorListener struct{ net.Listener }
-
-func (l APIErrorListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return apiErrorConn{c}, nil
-}
-
-// apiErrorConn rewrites the answers net/http writes straight to the
-// connection, before any handler runs, for requests it cannot parse:
-// headers over MaxHeaderBytes (431), a malformed request line or URL escape
-// ("%zz"), a missing Host header (400), an unsupported transfer encoding
-// (501). net/http writes each in one Write of exactly the form
-// "HTTP/1.1 <status>" + plainErrorHeaders + <text>, and then closes the
-// connection. Handler responses never match: they go through a buffer and
-// always carry a Date header between the status line and the body.
-type apiErrorConn struct{ net.Conn }
-
-const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-
-func (c apiErrorConn) Write(b []byte) (int, error) {
-	if js, ok := jsonServerError(b); ok {
-		if _, err := c.Conn.Write(js); err != nil {
-			return 0, err
-		}
-		return len(b), nil
-	}
-	return c.Conn.Write(b)
-}
-
-// CloseWrite lets net/http half-close the connection after such an answer
-// (so that the client reads it instead of a reset), as it does on a plain
-// *net.TCPConn.
-func (c apiErrorConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
-}
-
-// jsonServerError returns the JSON form of one of net/http's own plain-text
-// error answers, or false if b is not one.
-func jsonServerError(b []byte) ([]byte, bool) {
-	head, text, ok := bytes.Cut(b, []byte(plainErrorHeaders))
-	if !ok || !bytes.HasPrefix(head, []byte("HTTP/1.1 ")) || bytes.Contains(head, []byte("\r\n")) || len(head) < 12 {
-		return nil, false
-	}
-	status, err := strconv.Atoi(string(head[9:12]))
-	if err != nil || status < 400 {
-		return nil, false
-	}
+// ServerErrorBody is the answer's body to a request the server could not
+// parse (a malformed request line or URL escape, a missing Host header,
+// headers over MaxHeaderBytes, an unsupported transfer encoding), in the
+// JSON error model; text is the server's reason.
+func ServerErrorBody(status int, text string) (contentType string, body []byte) {
 	code, msg := api.CodeBadRequest, fmt.Sprintf("the request could not be parsed (%s): check the request line, URL escapes and headers", text)
 	if status == http.StatusRequestHeaderFieldsTooLarge {
 		code, msg = api.CodeHeadersTooLarge, fmt.Sprintf("the request line and headers are over %d KiB; send fewer or shorter headers", MaxHeaderBytes>>10)
 	}
-	body, _ := json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
-	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		status, http.StatusText(status), len(body), body), true
+	body, _ = json.Marshal(api.ErrorBody{Error: api.Error{Code: code, Message: msg}})
+	return "application/json", append(body, '\n')
 }
 
 // MaxHeaderBytes bounds the request line and headers (net/http allows 4 KiB
