@@ -409,3 +409,72 @@ func TestShutdownClosesQuietConnectionsAndWaitsForRequests(t *testing.T) {
 		t.Fatal(serr)
 	}
 }
+
+// TestStressWatchAndPipelining runs many keep-alive clients at once, some
+// requests long enough for the disconnect watch to start, some pipelined
+// behind them, some clients going away mid-request: every answer a client
+// reads is its own request's, in order (run with -race).
+func TestStressWatchAndPipelining(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d, err := time.ParseDuration(r.URL.Query().Get("sleep")); err == nil {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		echo(w, r)
+	}), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 5 * time.Second}
+	addr := serve(t, s)
+	const clients, rounds = 12, 40
+	var wg sync.WaitGroup
+	for g := 0; g < clients; g++ {
+		wg.Go(func() {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+			br := bufio.NewReader(c)
+			for i := 0; i < rounds; i++ {
+				sleep := "0s"
+				if (g+i)%7 == 0 {
+					sleep = "120ms" // the watch starts
+				}
+				body := fmt.Sprintf("g%d-i%d", g, i)
+				req := fmt.Sprintf("POST /s?sleep=%s HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n%s", sleep, len(body), body)
+				pipelined := i%3 == 0
+				if pipelined {
+					req += fmt.Sprintf("GET /p%d HTTP/1.1\r\nHost: h\r\n\r\n", i)
+				}
+				if g == 0 && i == rounds-1 {
+					// Going away during a long request: nothing to read.
+					io.WriteString(c, "GET /s?sleep=5s HTTP/1.1\r\nHost: h\r\n\r\n")
+					return
+				}
+				if _, err := io.WriteString(c, req); err != nil {
+					t.Error(err)
+					return
+				}
+				want := []string{fmt.Sprintf("POST /s?sleep=%s host=h x= len=%d body=%s", sleep, len(body), body)}
+				if pipelined {
+					want = append(want, fmt.Sprintf("GET /p%d host=h x= len=0 body=", i))
+				}
+				for _, w := range want {
+					r, err := http.ReadResponse(br, nil)
+					if err != nil {
+						t.Errorf("client %d round %d: %v", g, i, err)
+						return
+					}
+					if got := bodyOf(r); got != w {
+						t.Errorf("client %d round %d: %q, want %q", g, i, got, w)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
