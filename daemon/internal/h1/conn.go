@@ -64,7 +64,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(writer{c}, 4096)
 	c.w.c = c
-	c.since.Store(time.Now().UnixNano())
+	c.since.Store(s.now())
 	return c
 }
 
@@ -83,7 +83,7 @@ func (c *conn) Read(p []byte) (int, error) {
 type writer struct{ c *conn }
 
 func (w writer) Write(p []byte) (int, error) {
-	w.c.writeSince.Store(time.Now().UnixNano())
+	w.c.writeSince.Store(w.c.s.now())
 	n, err := w.c.nc.Write(p)
 	w.c.writeSince.Store(0)
 	return n, err
@@ -179,7 +179,7 @@ func (c *conn) stopWatch() (gone bool) {
 }
 
 func (c *conn) setPhase(p int32) {
-	c.since.Store(time.Now().UnixNano())
+	c.since.Store(c.s.now())
 	c.phase.Store(p)
 }
 

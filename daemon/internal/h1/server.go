@@ -46,6 +46,9 @@ type Server struct {
 	inShutdown  atomic.Bool
 	noKeepAlive atomic.Bool
 	date        atomic.Pointer[dateLine]
+	// clock is the reaper's time (unix ns), to reapEvery: what a phase's
+	// start needs, without a clock read per request.
+	clock atomic.Int64
 }
 
 // DefaultMaxHeaderBytes is the header bound when MaxHeaderBytes is zero.
@@ -160,6 +163,7 @@ func (s *Server) track(ln net.Listener) bool {
 	}
 	s.lns[ln] = struct{}{}
 	if !s.reaping {
+		s.tick(time.Now())
 		s.reaping = true
 		s.stopReap = make(chan struct{})
 		go s.reap(s.stopReap)
@@ -233,7 +237,7 @@ func (s *Server) reap(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			s.refreshDate(now)
+			s.tick(now)
 			s.mu.Lock()
 			for c := range s.conns {
 				c.check(now.UnixNano())
@@ -242,6 +246,14 @@ func (s *Server) reap(stop <-chan struct{}) {
 		}
 	}
 }
+
+func (s *Server) tick(now time.Time) {
+	s.clock.Store(now.UnixNano())
+	s.refreshDate(now)
+}
+
+// now is the reaper's clock.
+func (s *Server) now() int64 { return s.clock.Load() }
 
 // dateLine is the Date header line of one second, "Date: ...\r\n".
 type dateLine struct {
@@ -257,11 +269,11 @@ func (s *Server) refreshDate(now time.Time) {
 	s.date.Store(&dateLine{unix: now.Unix(), line: append(line, "\r\n"...)})
 }
 
+// dateLine is the current Date header line (the reaper keeps it).
 func (s *Server) dateLine() []byte {
-	now := time.Now()
-	if d := s.date.Load(); d != nil && d.unix == now.Unix() {
+	if d := s.date.Load(); d != nil {
 		return d.line
 	}
-	s.refreshDate(now)
+	s.refreshDate(time.Now())
 	return s.date.Load().line
 }
