@@ -25,7 +25,13 @@ func (l *Lease) DecodeJSON(b []byte) error {
 		*l = out
 		return nil
 	}
-	return json.Unmarshal(b, l)
+	// Through a copy, so that l (often on its caller's stack) does not
+	// escape: the fast path's callers do not pay for the slow one.
+	v := new(Lease)
+	*v = *l
+	err := json.Unmarshal(b, v)
+	*l = *v
+	return err
 }
 
 // leaseKeys are Lease's member names, for the case-insensitive match
@@ -82,7 +88,11 @@ func (e *ErrorBody) DecodeJSON(b []byte) error {
 		*e = out
 		return nil
 	}
-	return json.Unmarshal(b, e)
+	v := new(ErrorBody) // as Lease's
+	*v = *e
+	err := json.Unmarshal(b, v)
+	*e = *v
+	return err
 }
 
 var (
