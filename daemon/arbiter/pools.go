@@ -393,8 +393,7 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 		// by a new leader: a retry finds the grant already made.
 		pr.ID = pool + "/r-" + req.RequestID
 	}
-	l, err := grant(ctx, a, grantKind[*pools.Lease]{
-		latch: latch,
+	l, err := grant(ctx, a, latch, grantKind[*pools.Lease]{
 		existing: func() (*pools.Lease, string, string, bool) {
 			l, ok := a.comp.pools.mgr.Held(pr.ID)
 			if !ok {
