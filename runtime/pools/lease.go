@@ -107,7 +107,7 @@ func (l *Lease) Held() bool {
 // Release returns the lease's slots to the pool and grants waiting requests
 // that now fit. Releasing again, or after expiry, does nothing and returns
 // nil. With a Store, the record is deleted after the slots are freed (bounded
-// by Options.StoreTimeout); a failure of that delete is returned wrapping
+// by Options.StoreTimeout, up to 1/64 more); a failure of that delete is returned wrapping
 // ErrStore, the slots stay freed, and the stale record is dropped by its TTL
 // or counted again by a later Restore.
 func (l *Lease) Release() error {
@@ -219,10 +219,35 @@ func (m *Manager) persist(ctx context.Context, l *Lease) error {
 func (m *Manager) unpersist(l *Lease) error {
 	l.ext.storeMu.Lock()
 	defer l.ext.storeMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
-	defer cancel()
-	if err := m.store.DeleteLease(ctx, l.ext.id); err != nil {
+	if err := m.store.DeleteLease(m.storeContext(), l.ext.id); err != nil {
 		return fmt.Errorf("pools: deleting record of lease %q: %w: %w", l.ext.id, ErrStore, err)
 	}
 	return nil
+}
+
+// storeWindows is how many store contexts a store timeout spans: the
+// calls of one window share one (see storeContext).
+const storeWindows = 64
+
+// sharedContext is a store context and the end of the window it serves.
+type sharedContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the deadline releases it
+	until  time.Time
+}
+
+// storeContext is the context of a store call that has no caller's (the
+// DeleteLease of a release or an expiry): it ends between StoreTimeout
+// and StoreTimeout*(1+1/storeWindows) from now. The calls of a window of
+// StoreTimeout/storeWindows share one, instead of a context and a timer
+// each on the release path.
+func (m *Manager) storeContext() context.Context {
+	now := time.Now()
+	if c := m.storeCtx.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	window := m.storeTimeout / storeWindows
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(m.storeTimeout+window))
+	m.storeCtx.Store(&sharedContext{ctx: ctx, cancel: cancel, until: now.Add(window)})
+	return ctx
 }
