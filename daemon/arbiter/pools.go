@@ -424,15 +424,16 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 }
 
 func poolLease(l *pools.Lease) api.Lease {
+	rec := l.Record()
 	return api.Lease{
-		LeaseID:    holders.ExternalLeaseID(l.ID()),
+		LeaseID:    holders.ExternalLeaseID(rec.LeaseID),
 		Kind:       api.KindPool,
-		Pool:       l.Pool(),
-		TaskID:     l.TaskID(),
-		Priority:   l.Priority(),
-		Slots:      l.Slots(),
-		TTLSeconds: l.TTL().Seconds(),
-		ExpiresAt:  l.ExpiresAt(),
+		Pool:       rec.Pool,
+		TaskID:     rec.TaskID,
+		Priority:   rec.Priority,
+		Slots:      rec.Slots,
+		TTLSeconds: rec.TTL.Seconds(),
+		ExpiresAt:  rec.ExpiresAt,
 	}
 }
 

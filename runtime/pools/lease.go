@@ -87,6 +87,21 @@ func (l *Lease) ID() string {
 	return l.ext.id
 }
 
+// Record is the lease as its Store record says it (ID, pool, task,
+// priority, slots, times, TTL, owner), read under one lock instead of one
+// per accessor; like ID it makes the ID of a lease that has none yet.
+func (l *Lease) Record() LeaseRecord {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.ext == nil {
+		l.ext = &leaseExt{}
+	}
+	if l.ext.id == "" {
+		l.p.assignIDLocked(l)
+	}
+	return l.recordLocked()
+}
+
 // ExpiresAt is when the lease expires unless heartbeated; zero without a TTL.
 func (l *Lease) ExpiresAt() time.Time {
 	l.p.mu.Lock()
@@ -158,9 +173,10 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// armExpiryLocked starts the expiry timer for l.expiresAt.
-func (l *Lease) armExpiryLocked() {
-	l.ext.timer = l.p.m.clock.AfterFunc(l.ext.expiresAt.Sub(l.p.m.clock.Now()), l.expire)
+// armExpiryLocked starts the expiry timer for l.expiresAt; now is the
+// clock's time.
+func (l *Lease) armExpiryLocked(now time.Time) {
+	l.ext.timer = l.p.m.clock.AfterFunc(l.ext.expiresAt.Sub(now), l.expire)
 }
 
 // expire runs on the expiry timer. A heartbeat that raced the timer moved
