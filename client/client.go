@@ -209,6 +209,12 @@ type jsonAppender interface {
 // an earlier attempt may have reached a daemon.
 type reader func(status int, body []byte, retried bool) error
 
+// jsonDecoder is an answer with a hand-kept decoder that decodes as
+// json.Unmarshal would (api.Lease: a permit's answer).
+type jsonDecoder interface {
+	DecodeJSON(b []byte) error
+}
+
 // send sends a request, retrying as the Client documents, and hands the
 // answer to read. in, when not nil, is the JSON body.
 func (c *Client) send(ctx context.Context, method, path string, in any, read reader) error {
@@ -456,7 +462,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if out == nil || len(b) == 0 {
 			return nil
 		}
-		if err := json.Unmarshal(b, out); err != nil {
+		var err error
+		if d, ok := out.(jsonDecoder); ok {
+			err = d.DecodeJSON(b)
+		} else {
+			err = json.Unmarshal(b, out)
+		}
+		if err != nil {
 			return fmt.Errorf("client: %s: decode the response: %w", where(method, path), err)
 		}
 		return nil
