@@ -151,7 +151,11 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
-		route := r.Pattern
+		routed := r
+		if sw.routed != nil {
+			routed = sw.routed
+		}
+		route := routed.Pattern
 		local := route != ""
 		if !local {
 			_, route = mux.Handler(r)
@@ -164,18 +168,40 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 		ro.codes.get(code, func() prometheus.Counter { return o.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
 		ro.latency.Observe(took.Seconds())
 		if ro.grantKind != "" && local && code == http.StatusOK {
-			name := r.PathValue("name")
+			name := routed.PathValue("name")
 			ro.grantWait.get(name, func() prometheus.Observer { return o.grantWait.WithLabelValues(ro.grantKind, name) }).Observe(took.Seconds())
 		}
 	})
 }
 
-// statusWriter records the status code a handler wrote. Unwrap lets
-// http.ResponseController reach the connection (deadlines, flushes).
+// statusWriter records the status code a handler wrote, and the request
+// the mux routed (noteRoute). Unwrap lets http.ResponseController reach
+// the connection (deadlines, flushes).
 type statusWriter struct {
 	http.ResponseWriter
-	code  int
-	wrote bool
+	code   int
+	wrote  bool
+	routed *http.Request
+}
+
+// noteRoute tells observe, through w (its statusWriter, perhaps wrapped),
+// that r is the request the mux routed: the one observe holds is not when
+// the middleware handed the mux a copy (with the principal in its
+// context), and then has no Pattern or path values. Without the note
+// observe routes the request again to label it, and does not count a
+// grant's wait.
+func noteRoute(w http.ResponseWriter, r *http.Request) {
+	for range 8 { // wrappers: the audit log's, observe's
+		switch t := w.(type) {
+		case *statusWriter:
+			t.routed = r
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (s *statusWriter) WriteHeader(code int) {

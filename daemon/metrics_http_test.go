@@ -90,3 +90,22 @@ func TestChildrenMadeOnce(t *testing.T) {
 		}
 	}
 }
+
+// With tokens the middleware hands the mux a copy of the request (its
+// context carries the principal): a grant is still counted as this
+// daemon's, in the grant-wait series.
+func TestGrantWaitWithTokens(t *testing.T) {
+	td, _ := startSecured(t)
+	if code, body := td.as(t, "worker", http.MethodPost, "/v1/pools/db/acquire", `{"task_id":"m"}`); code != http.StatusOK {
+		t.Fatalf("acquire: %d %s", code, body)
+	}
+	_, m := td.as(t, "reader", http.MethodGet, "/metrics", "")
+	for _, want := range []string{
+		`rpd_http_requests_total{code="200",route="POST /v1/pools/{name}/acquire"} 1`,
+		`rpd_grant_wait_seconds_count{kind="pool",name="db"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
