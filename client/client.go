@@ -62,6 +62,10 @@ type Client struct {
 	// and shared (a transport only reads them).
 	hdr, jsonHdr http.Header
 	bufs         sync.Pool // *bytes.Buffer: answers' bodies
+	// payloads are requests' JSON bodies (*[]byte), reused only after a
+	// call whose every attempt went over a wire: net/http's transport may
+	// still read a body after RoundTrip returned.
+	payloads sync.Pool
 }
 
 // DefaultRetry is how long a call keeps retrying by default: long enough
@@ -181,6 +185,7 @@ func New(addrs string, opts ...Option) (*Client, error) {
 	c.jsonHdr = c.hdr.Clone()
 	c.jsonHdr.Set("Content-Type", "application/json")
 	c.bufs.New = func() any { return new(bytes.Buffer) }
+	c.payloads.New = func() any { b := make([]byte, 0, 256); return &b }
 	return c, nil
 }
 
@@ -199,25 +204,67 @@ type jsonAppender interface {
 	AppendJSON(b []byte) ([]byte, error)
 }
 
+// reader is handed the status and body of an answer; the body is valid
+// only during the call (its buffer is reused), and retried says whether
+// an earlier attempt may have reached a daemon.
+type reader func(status int, body []byte, retried bool) error
+
+// jsonDecoder is an answer with a hand-kept decoder that decodes as
+// json.Unmarshal would (api.Lease: a permit's answer).
+type jsonDecoder interface {
+	DecodeJSON(b []byte) error
+}
+
 // send sends a request, retrying as the Client documents, and hands the
-// status and body of the answer to read, whose body is valid only during
-// the call (its buffer is reused); retried tells read whether an earlier
-// attempt may have reached a daemon. in, when not nil, is the JSON body.
-func (c *Client) send(ctx context.Context, method, path string, in any, read func(status int, body []byte, retried bool) error) error {
+// answer to read. in, when not nil, is the JSON body.
+func (c *Client) send(ctx context.Context, method, path string, in any, read reader) error {
+	if in == nil {
+		return c.sendBody(ctx, method, path, nil, read)
+	}
+	p := c.payloads.Get().(*[]byte)
 	var payload []byte
+	var err error
+	if a, ok := in.(jsonAppender); ok {
+		payload, err = a.AppendJSON((*p)[:0])
+	} else {
+		payload, err = json.Marshal(in)
+	}
+	if err != nil {
+		c.payloads.Put(p)
+		return fmt.Errorf("client: encode %s: %w", where(method, path), err)
+	}
+	return c.sendPayload(ctx, method, path, p, payload, read)
+}
+
+// sendPayload is sendBody of payload, a JSON body appended to *p (from
+// c.payloads), which it keeps for reuse when no transport can still read
+// it.
+func (c *Client) sendPayload(ctx context.Context, method, path string, p *[]byte, payload []byte, read reader) error {
+	b := &body{payload: payload}
+	err := c.sendBody(ctx, method, path, b, read)
+	if !b.shared && cap(payload) <= 64<<10 {
+		*p = payload[:0]
+		c.payloads.Put(p)
+	}
+	return err
+}
+
+// body is a request's JSON body; shared says a transport that may still
+// read it after the call (net/http's) was handed it.
+type body struct {
+	payload []byte
+	shared  bool
+}
+
+// where is "METHOD path", for errors (a copy: path itself may stay on
+// the caller's stack).
+func where(method, path string) string { return method + " " + path }
+
+// sendBody sends a request with b (nil: none), retrying as the Client
+// documents, and hands the answer to read.
+func (c *Client) sendBody(ctx context.Context, method, path string, b *body, read reader) error {
 	hdr := c.hdr
-	if in != nil {
-		// Not from c.bufs: a transport may still read a request body
-		// after RoundTrip returned.
-		var err error
-		if a, ok := in.(jsonAppender); ok {
-			payload, err = a.AppendJSON(make([]byte, 0, 256))
-		} else {
-			payload, err = json.Marshal(in)
-		}
-		if err != nil {
-			return fmt.Errorf("client: encode %s %s: %w", method, path, err)
-		}
+	if b != nil {
 		hdr = c.jsonHdr
 	}
 	start := time.Now()
@@ -233,7 +280,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any, read fun
 			to = *lead
 		}
 		unavailable := false
-		answered, leader, err := c.sendOnce(ctx, to, method, path, payload, hdr, func(status int, body []byte, retried bool) error {
+		answered, leader, err := c.sendOnce(ctx, to, method, path, b, hdr, func(status int, body []byte, retried bool) error {
 			if status == http.StatusServiceUnavailable {
 				unavailable = true
 				return apiError(status, body)
@@ -344,24 +391,29 @@ func arbitrated(path string) bool {
 // answer was read (the daemon could not be reached, or the connection
 // broke), leader is the answer's api.LeaderHeader. read's retried says the
 // request was sent twice (a kept-alive connection had been closed).
-func (c *Client) sendOnce(ctx context.Context, to route, method, path string, payload []byte, hdr http.Header, read func(status int, body []byte, retried bool) error) (answered bool, leader string, err error) {
+func (c *Client) sendOnce(ctx context.Context, to route, method, path string, b *body, hdr http.Header, read reader) (answered bool, leader string, err error) {
+	var payload []byte
+	if b != nil {
+		payload = b.payload
+	}
 	if w := to.wire; w != nil { // see wire
 		buf := c.bufs.Get().(*bytes.Buffer)
 		defer c.putBuf(buf)
 		buf.Reset()
 		status, leader, retried, err := w.roundTrip(ctx, method, path, payload, buf)
 		if err != nil {
-			return !errors.Is(err, errNoAnswer), "", fmt.Errorf("client: %s %s: %w", method, path, err)
+			return !errors.Is(err, errNoAnswer), "", fmt.Errorf("client: %s: %w", where(method, path), err)
 		}
 		return true, leader, read(status, buf.Bytes(), retried)
 	}
-	var body io.Reader
-	if payload != nil {
-		body = bytes.NewReader(payload)
+	var rb io.Reader
+	if b != nil {
+		b.shared = true
+		rb = bytes.NewReader(payload)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, to.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, to.base+path, rb)
 	if err != nil {
-		return false, "", fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s: %w", where(method, path), err)
 	}
 	req.Header = hdr
 	var resp *http.Response
@@ -371,12 +423,12 @@ func (c *Client) sendOnce(ctx context.Context, to route, method, path string, pa
 		resp, err = c.hc.Do(req)
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("client: %s %s: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s: %w", where(method, path), err)
 	}
 	defer resp.Body.Close()
 	leader = resp.Header.Get(api.LeaderHeader)
 	if resp.ContentLength > maxAnswerBytes {
-		return true, leader, fmt.Errorf("client: %s %s: the answer is %d bytes long; at most %d are read", method, path, resp.ContentLength, maxAnswerBytes)
+		return true, leader, fmt.Errorf("client: %s: the answer is %d bytes long; at most %d are read", where(method, path), resp.ContentLength, maxAnswerBytes)
 	}
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.putBuf(buf)
@@ -385,7 +437,7 @@ func (c *Client) sendOnce(ctx context.Context, to route, method, path string, pa
 		buf.Grow(int(resp.ContentLength))
 	}
 	if _, err := buf.ReadFrom(&io.LimitedReader{R: resp.Body, N: maxAnswerBytes}); err != nil {
-		return false, "", fmt.Errorf("client: %s %s: read the response: %w", method, path, err)
+		return false, "", fmt.Errorf("client: %s: read the response: %w", where(method, path), err)
 	}
 	return true, leader, read(resp.StatusCode, buf.Bytes(), false)
 }
@@ -410,16 +462,48 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		if out == nil || len(b) == 0 {
 			return nil
 		}
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("client: %s %s: decode the response: %w", method, path, err)
+		var err error
+		if d, ok := out.(jsonDecoder); ok {
+			err = d.DecodeJSON(b)
+		} else {
+			err = json.Unmarshal(b, out)
+		}
+		if err != nil {
+			return fmt.Errorf("client: %s: decode the response: %w", where(method, path), err)
 		}
 		return nil
 	})
 }
 
+// lease is do for the calls answered with an api.Lease (the hot path:
+// its decoder is hand-kept, and l stays on the stack). p and payload are
+// sendPayload's; p nil sends no body.
+func (c *Client) lease(ctx context.Context, method, path string, p *[]byte, payload []byte) (api.Lease, error) {
+	var l api.Lease
+	read := func(status int, b []byte, _ bool) error {
+		if status < 200 || status > 299 {
+			return apiError(status, b)
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		if err := l.DecodeJSON(b); err != nil {
+			return fmt.Errorf("client: %s: decode the response: %w", where(method, path), err)
+		}
+		return nil
+	}
+	var err error
+	if p == nil {
+		err = c.sendBody(ctx, method, path, nil, read)
+	} else {
+		err = c.sendPayload(ctx, method, path, p, payload, read)
+	}
+	return l, err
+}
+
 func apiError(status int, body []byte) *api.Error {
 	var eb api.ErrorBody
-	if json.Unmarshal(body, &eb) != nil || eb.Error.Code == "" {
+	if eb.DecodeJSON(body) != nil || eb.Error.Code == "" {
 		eb.Error = api.Error{Code: http.StatusText(status), Message: strings.TrimSpace(string(body))}
 	}
 	eb.Error.Status = status
@@ -487,17 +571,20 @@ func (c *Client) Acquire(ctx context.Context, pool string, req api.AcquireReques
 	if req.RequestID == "" {
 		req.RequestID = NewRequestID()
 	}
-	var l api.Lease
-	err := c.do(ctx, http.MethodPost, "/v1/pools/"+seg(pool)+"/acquire", req, &l)
-	return l, err
+	path := "/v1/pools/" + seg(pool) + "/acquire"
+	p := c.payloads.Get().(*[]byte)
+	payload, err := req.AppendJSON((*p)[:0])
+	if err != nil {
+		c.payloads.Put(p)
+		return api.Lease{}, fmt.Errorf("client: encode %s: %w", where(http.MethodPost, path), err)
+	}
+	return c.lease(ctx, http.MethodPost, path, p, payload)
 }
 
 // Heartbeat is POST /v1/leases/{id}/heartbeat, for pool leases and budget
 // permits alike; it returns the lease with its new expiry.
 func (c *Client) Heartbeat(ctx context.Context, leaseID string) (api.Lease, error) {
-	var l api.Lease
-	err := c.do(ctx, http.MethodPost, "/v1/leases/"+seg(leaseID)+"/heartbeat", nil, &l)
-	return l, err
+	return c.lease(ctx, http.MethodPost, "/v1/leases/"+seg(leaseID)+"/heartbeat", nil, nil)
 }
 
 // Release is DELETE /v1/leases/{id}, for pool leases and budget permits.

@@ -83,3 +83,24 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// The hot answers decode by hand as encoding/json would: a lease with
+// members the client does not know, and a malformed one (an error naming
+// the call, never a panic).
+func TestLeaseAnswers(t *testing.T) {
+	c, _ := fake(t, 200, `{"lease_id":"p.r-1","kind":"pool","pool":"p","priority":2,"slots":1,"ttl_seconds":60,"expires_at":"2026-11-27T05:00:00Z","future":{"x":[1]}}`)
+	l, err := c.Acquire(context.Background(), "p", api.AcquireRequest{})
+	if err != nil || l.LeaseID != "p.r-1" || l.Pool != "p" || l.Priority != 2 || l.TTLSeconds != 60 || l.ExpiresAt.Year() != 2026 {
+		t.Fatalf("Acquire = %+v, %v", l, err)
+	}
+	c, _ = fake(t, 200, `{"lease_id":"p.r-1",`)
+	if _, err := c.Heartbeat(context.Background(), "p.r-1"); err == nil || !strings.Contains(err.Error(), "POST /v1/leases/p.r-1/heartbeat: decode the response") {
+		t.Fatalf("Heartbeat with a cut answer = %v", err)
+	}
+	c, _ = fake(t, 409, `{"error":{"code":"unavailable","message":"no free slot in pool \"p\" now"}}`)
+	_, err = c.Acquire(context.Background(), "p", api.AcquireRequest{})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != api.CodeUnavailable || ae.Message != `no free slot in pool "p" now` {
+		t.Fatalf("Acquire refused = %#v", err)
+	}
+}

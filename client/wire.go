@@ -210,19 +210,24 @@ func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, 
 			}
 		}()
 	}
+	// The head is laid out in the writer's free space: appended, path is
+	// copied (bufio.Writer.WriteString may hand its argument to the
+	// connection, which would move every caller's path to the heap).
 	bw := cn.bw
-	bw.WriteString(method)
-	bw.WriteByte(' ')
-	bw.WriteString(w.prefix)
-	bw.WriteString(path)
-	bw.WriteString(" HTTP/1.1\r\n")
-	bw.Write(w.head)
+	h := bw.AvailableBuffer()
+	h = append(h, method...)
+	h = append(h, ' ')
+	h = append(h, w.prefix...)
+	h = append(h, path...)
+	h = append(h, " HTTP/1.1\r\n"...)
+	h = append(h, w.head...)
 	if payload != nil {
-		bw.WriteString("Content-Type: application/json\r\nContent-Length: ")
-		bw.WriteString(strconv.Itoa(len(payload)))
-		bw.WriteString("\r\n")
+		h = append(h, "Content-Type: application/json\r\nContent-Length: "...)
+		h = strconv.AppendInt(h, int64(len(payload)), 10)
+		h = append(h, "\r\n"...)
 	}
-	bw.WriteString("\r\n")
+	h = append(h, "\r\n"...)
+	bw.Write(h)
 	bw.Write(payload)
 	if err := bw.Flush(); err != nil {
 		return 0, "", false, false, fmt.Errorf("write the request: %w", err)

@@ -15,7 +15,8 @@ import (
 
 // componentRoutes registers the routes of the pools, budgets, VM ceilings,
 // runner classes and their grants. docs/api.md documents each.
-func (d *Daemon) componentRoutes(mux *http.ServeMux) {
+func (d *Daemon) componentRoutes(sm *http.ServeMux) {
+	mux := notingMux{sm}
 	a, inv := d.arb, d.inv
 	mux.HandleFunc("GET /v1/pools", list(d, func() any { return api.PoolList{Pools: a.Pools()} }))
 	mux.HandleFunc("GET /v1/pools/{name}", read(d, "name", a.Pool))
@@ -59,6 +60,17 @@ func (d *Daemon) componentRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/instances/{id}", read(d, "id", inv.Instance))
 	mux.HandleFunc("POST /v1/instances/{id}/release", call(d, "id", inv.ReleaseInstance))
 	mux.HandleFunc("POST /v1/instances/{id}/confirm", call(d, "id", inv.ConfirmInstance))
+}
+
+// notingMux registers handlers that tell observe the request the mux
+// routed (noteRoute).
+type notingMux struct{ *http.ServeMux }
+
+func (m notingMux) HandleFunc(pattern string, h http.HandlerFunc) {
+	m.ServeMux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		noteRoute(w, r)
+		h(w, r)
+	})
 }
 
 // list answers what fn reports.

@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +24,67 @@ type observability struct {
 	grantWait *prometheus.HistogramVec
 	calls     *prometheus.CounterVec
 	callTime  *prometheus.HistogramVec
+
+	// The children of the vectors above, by route and by backend
+	// operation: WithLabelValues hashes its values and takes a lock on
+	// every call, twice or three times a request. No child is ever
+	// deleted, so a cached one is the vector's.
+	routes children[string, *routeObs]
+	ops    children[string, *opObs]
+}
+
+// routeObs are the series of one route pattern.
+type routeObs struct {
+	latency prometheus.Observer
+	// grantKind is the kind of component the route's 200 grants
+	// (grantRoutes), "" for other routes.
+	grantKind string
+	codes     children[int, prometheus.Counter]
+	grantWait children[string, prometheus.Observer] // by component name
+}
+
+// opObs are the series of one backend operation.
+type opObs struct {
+	took    prometheus.Observer
+	results children[string, prometheus.Counter]
+}
+
+// children caches the children of a metric vector: a lookup is one read
+// of an immutable map, and a miss (the first use of its labels) copies it.
+type children[K comparable, M any] struct {
+	m  atomic.Pointer[map[K]M]
+	mu sync.Mutex
+}
+
+// get returns the child of k, made with mk on first use.
+func (c *children[K, M]) get(k K, mk func() M) M {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.m.Load()
+	if old != nil {
+		if v, ok := (*old)[k]; ok {
+			return v
+		}
+	}
+	next := make(map[K]M)
+	if old != nil {
+		next = maps.Clone(*old)
+	}
+	v := mk()
+	next[k] = v
+	c.m.Store(&next)
+	return v
+}
+
+func (o *observability) route(route string) *routeObs {
+	return o.routes.get(route, func() *routeObs {
+		return &routeObs{latency: o.latency.WithLabelValues(route), grantKind: grantRoutes[route]}
+	})
 }
 
 // Buckets: requests long-poll up to api.MaxWaitSeconds; backend calls
@@ -49,8 +113,10 @@ func newObservability(reg prometheus.Registerer) *observability {
 
 // backendCall is the backend's open.Observer.
 func (o *observability) backendCall(op string, took time.Duration, err error) {
-	o.callTime.WithLabelValues(op).Observe(took.Seconds())
-	o.calls.WithLabelValues(op, callResult(err)).Inc()
+	ob := o.ops.get(op, func() *opObs { return &opObs{took: o.callTime.WithLabelValues(op)} })
+	ob.took.Observe(took.Seconds())
+	res := callResult(err)
+	ob.results.get(res, func() prometheus.Counter { return o.calls.WithLabelValues(op, res) }).Inc()
 }
 
 func callResult(err error) string {
@@ -85,7 +151,11 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
-		route := r.Pattern
+		routed := r
+		if sw.routed != nil {
+			routed = sw.routed
+		}
+		route := routed.Pattern
 		local := route != ""
 		if !local {
 			_, route = mux.Handler(r)
@@ -93,20 +163,45 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 		if route == "" || route == "/" {
 			route = "unmatched"
 		}
-		o.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
-		o.latency.WithLabelValues(route).Observe(took.Seconds())
-		if kind, ok := grantRoutes[route]; ok && local && sw.code == http.StatusOK {
-			o.grantWait.WithLabelValues(kind, r.PathValue("name")).Observe(took.Seconds())
+		ro := o.route(route)
+		code := sw.code
+		ro.codes.get(code, func() prometheus.Counter { return o.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
+		ro.latency.Observe(took.Seconds())
+		if ro.grantKind != "" && local && code == http.StatusOK {
+			name := routed.PathValue("name")
+			ro.grantWait.get(name, func() prometheus.Observer { return o.grantWait.WithLabelValues(ro.grantKind, name) }).Observe(took.Seconds())
 		}
 	})
 }
 
-// statusWriter records the status code a handler wrote. Unwrap lets
-// http.ResponseController reach the connection (deadlines, flushes).
+// statusWriter records the status code a handler wrote, and the request
+// the mux routed (noteRoute). Unwrap lets http.ResponseController reach
+// the connection (deadlines, flushes).
 type statusWriter struct {
 	http.ResponseWriter
-	code  int
-	wrote bool
+	code   int
+	wrote  bool
+	routed *http.Request
+}
+
+// noteRoute tells observe, through w (its statusWriter, perhaps wrapped),
+// that r is the request the mux routed: the one observe holds is not when
+// the middleware handed the mux a copy (with the principal in its
+// context), and then has no Pattern or path values. Without the note
+// observe routes the request again to label it, and does not count a
+// grant's wait.
+func noteRoute(w http.ResponseWriter, r *http.Request) {
+	for range 8 { // wrappers: the audit log's, observe's
+		switch t := w.(type) {
+		case *statusWriter:
+			t.routed = r
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 func (s *statusWriter) WriteHeader(code int) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rpdhq/rpd/api"
@@ -60,6 +62,50 @@ func TestCallResult(t *testing.T) {
 	} {
 		if got := callResult(tt.err); got != tt.want {
 			t.Errorf("callResult(%v) = %q; want %q", tt.err, got, tt.want)
+		}
+	}
+}
+
+// A cached child is made once, whoever asks first, and is the one every
+// later lookup returns.
+func TestChildrenMadeOnce(t *testing.T) {
+	var c children[string, *int]
+	var made atomic.Int32
+	var wg sync.WaitGroup
+	got := make([][2]*int, 8)
+	for g := range got {
+		wg.Go(func() {
+			for i, k := range []string{"a", "b"} {
+				got[g][i] = c.get(k, func() *int { made.Add(1); return new(int) })
+			}
+		})
+	}
+	wg.Wait()
+	if made.Load() != 2 {
+		t.Fatalf("%d children made for 2 keys", made.Load())
+	}
+	for _, g := range got {
+		if g != got[0] || g[0] == g[1] {
+			t.Fatalf("lookups disagree: %v", got)
+		}
+	}
+}
+
+// With tokens the middleware hands the mux a copy of the request (its
+// context carries the principal): a grant is still counted as this
+// daemon's, in the grant-wait series.
+func TestGrantWaitWithTokens(t *testing.T) {
+	td, _ := startSecured(t)
+	if code, body := td.as(t, "worker", http.MethodPost, "/v1/pools/db/acquire", `{"task_id":"m"}`); code != http.StatusOK {
+		t.Fatalf("acquire: %d %s", code, body)
+	}
+	_, m := td.as(t, "reader", http.MethodGet, "/metrics", "")
+	for _, want := range []string{
+		`rpd_http_requests_total{code="200",route="POST /v1/pools/{name}/acquire"} 1`,
+		`rpd_grant_wait_seconds_count{kind="pool",name="db"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }

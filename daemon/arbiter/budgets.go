@@ -212,8 +212,7 @@ func (a *Arbiter) AcquirePermit(ctx context.Context, name string, req api.Permit
 	}
 	fr := fatjob.Request{ScanRingBytes: req.ScanRingBytes, DeltaCacheBytes: req.DeltaCacheBytes, NeedsSpillSlot: req.Spill}
 	var perm *fatjob.Permit
-	l, err := grant(ctx, a, grantKind[api.Lease]{
-		latch: latch,
+	l, err := grant(ctx, a, latch, grantKind[api.Lease]{
 		existing: func() (api.Lease, string, string, bool) {
 			l, owner, ok := a.permits.get(permitID(name, req.RequestID))
 			return l, owner, "permit " + l.LeaseID, ok

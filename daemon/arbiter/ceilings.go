@@ -336,8 +336,7 @@ func (a *Arbiter) RequestClaim(ctx context.Context, name string, req api.ClaimRe
 		return api.Claim{}, nil, err
 	}
 	lr := ledger.Request{WorkerID: req.WorkerID, Count: max(req.Count, 1)}
-	c, err := grant(ctx, a, grantKind[*ledger.Claim]{
-		latch: latch,
+	c, err := grant(ctx, a, latch, grantKind[*ledger.Claim]{
 		existing: func() (*ledger.Claim, string, string, bool) {
 			id, ok := a.grants.claimFor(name, req.RequestID)
 			if !ok {

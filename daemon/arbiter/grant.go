@@ -16,9 +16,6 @@ import (
 
 // grantKind is one request for a grant of some kind G.
 type grantKind[G any] struct {
-	// latch is the request_id latch key ("pool/db/<id>"); "" when the
-	// request carries no request_id.
-	latch string
 	// existing finds the grant already made for the request_id, with the
 	// principal that took it and its name for a refusal ("lease x").
 	existing func() (g G, owner, what string, ok bool)
@@ -40,11 +37,14 @@ type grantKind[G any] struct {
 // grant runs k: the request_id latch (a retry waits for its original and
 // then finds its grant instead of taking a second), wait-or-try, the fenced
 // record, and the give-back when the record fails (a grant a new leader
-// would not know of could over-commit).
-func grant[G any](ctx context.Context, a *Arbiter, k grantKind[G]) (G, error) {
+// would not know of could over-commit). latch is the request_id latch key
+// ("pool/db/<id>"), "" when the request carries no request_id; it is not
+// one of k's fields so that k's functions, which the latch does not keep,
+// stay on the caller's stack.
+func grant[G any](ctx context.Context, a *Arbiter, latch string, k grantKind[G]) (G, error) {
 	var zero G
-	if k.latch != "" {
-		unlock, err := a.requests.Lock(ctx, k.latch)
+	if latch != "" {
+		unlock, err := a.requests.Lock(ctx, latch)
 		if err != nil {
 			return zero, err
 		}

@@ -384,17 +384,19 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 		return api.Lease{}, nil, err
 	}
 	pr.Owner = security.PrincipalOf(ctx).Owner()
-	latch, err := latchKey("pool", pool, req.RequestID)
-	if err != nil {
-		return api.Lease{}, nil, err
-	}
-	if latch != "" {
+	var latch string
+	if req.RequestID != "" {
+		if err := httpapi.CheckRequestID(req.RequestID); err != nil {
+			return api.Lease{}, nil, err
+		}
 		// The lease of a request_id has a fixed ID, restored under it
-		// by a new leader: a retry finds the grant already made.
-		pr.ID = pool + "/r-" + req.RequestID
+		// by a new leader: a retry finds the grant already made. The
+		// latch key (latchKey's "pool/db/<id>", spelt "pool/db/r-<id>")
+		// ends with it: one string for both.
+		latch = "pool/" + pool + "/r-" + req.RequestID
+		pr.ID = latch[len("pool/"):]
 	}
-	l, err := grant(ctx, a, grantKind[*pools.Lease]{
-		latch: latch,
+	l, err := grant(ctx, a, latch, grantKind[*pools.Lease]{
 		existing: func() (*pools.Lease, string, string, bool) {
 			l, ok := a.comp.pools.mgr.Held(pr.ID)
 			if !ok {
@@ -422,15 +424,16 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 }
 
 func poolLease(l *pools.Lease) api.Lease {
+	rec := l.Record()
 	return api.Lease{
-		LeaseID:    holders.ExternalLeaseID(l.ID()),
+		LeaseID:    holders.ExternalLeaseID(rec.LeaseID),
 		Kind:       api.KindPool,
-		Pool:       l.Pool(),
-		TaskID:     l.TaskID(),
-		Priority:   l.Priority(),
-		Slots:      l.Slots(),
-		TTLSeconds: l.TTL().Seconds(),
-		ExpiresAt:  l.ExpiresAt(),
+		Pool:       rec.Pool,
+		TaskID:     rec.TaskID,
+		Priority:   rec.Priority,
+		Slots:      rec.Slots,
+		TTLSeconds: rec.TTL.Seconds(),
+		ExpiresAt:  rec.ExpiresAt,
 	}
 }
 
@@ -474,8 +477,9 @@ func (a *Arbiter) heldLease(ctx context.Context, id, hint string) (*pools.Lease,
 	if err != nil {
 		return nil, httpapi.NotFound("no lease %s: it was released, expired, or never existed%s", id, hint)
 	}
-	if err := security.HolderOnly(ctx, "lease "+id, l.Owner()); err != nil {
-		return nil, err
+	if owner := l.Owner(); security.HolderOnly(ctx, "", owner) != nil {
+		// Named in the refusal only: the name costs an allocation.
+		return nil, security.HolderOnly(ctx, "lease "+id, owner)
 	}
 	return l, nil
 }

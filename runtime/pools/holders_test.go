@@ -120,3 +120,26 @@ func TestHoldersNamesTheFirstWaiters(t *testing.T) {
 		t.Fatalf("queued = %+v; want %d requests naming w00..w%02d", qs, MaxListedWaiters+5, MaxListedWaiters-1)
 	}
 }
+
+// Record says what the accessors say, with and without a Store, TTL or ID.
+func TestLeaseRecordIsTheAccessors(t *testing.T) {
+	for _, opts := range []Options{{}, {Store: &MemoryStore{}}} {
+		m := newTestManager(t, opts)
+		for _, req := range []Request{
+			{TaskID: "plain"},
+			{TaskID: "ttl", Priority: 3, Slots: 2, TTL: time.Minute, Owner: "alice"},
+			{TaskID: "id", ID: DefaultPool + "/r-fixed"},
+		} {
+			l := mustAcquire(t, m, "", req)
+			rec := l.Record()
+			want := LeaseRecord{LeaseID: l.ID(), Pool: l.Pool(), TaskID: l.TaskID(), Priority: l.Priority(), Slots: l.Slots(),
+				ExpiresAt: l.ExpiresAt(), TTL: l.TTL(), Owner: l.Owner(), GrantedAt: rec.GrantedAt}
+			if rec != want {
+				t.Errorf("store %v, request %+v: Record %+v, accessors %+v", opts.Store != nil, req, rec, want)
+			}
+			if err := l.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

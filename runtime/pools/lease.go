@@ -87,6 +87,21 @@ func (l *Lease) ID() string {
 	return l.ext.id
 }
 
+// Record is the lease as its Store record says it (ID, pool, task,
+// priority, slots, times, TTL, owner), read under one lock instead of one
+// per accessor; like ID it makes the ID of a lease that has none yet.
+func (l *Lease) Record() LeaseRecord {
+	l.p.mu.Lock()
+	defer l.p.mu.Unlock()
+	if l.ext == nil {
+		l.ext = &leaseExt{}
+	}
+	if l.ext.id == "" {
+		l.p.assignIDLocked(l)
+	}
+	return l.recordLocked()
+}
+
 // ExpiresAt is when the lease expires unless heartbeated; zero without a TTL.
 func (l *Lease) ExpiresAt() time.Time {
 	l.p.mu.Lock()
@@ -107,7 +122,7 @@ func (l *Lease) Held() bool {
 // Release returns the lease's slots to the pool and grants waiting requests
 // that now fit. Releasing again, or after expiry, does nothing and returns
 // nil. With a Store, the record is deleted after the slots are freed (bounded
-// by Options.StoreTimeout); a failure of that delete is returned wrapping
+// by Options.StoreTimeout, up to 1/64 more); a failure of that delete is returned wrapping
 // ErrStore, the slots stay freed, and the stale record is dropped by its TTL
 // or counted again by a later Restore.
 func (l *Lease) Release() error {
@@ -158,9 +173,10 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	return nil
 }
 
-// armExpiryLocked starts the expiry timer for l.expiresAt.
-func (l *Lease) armExpiryLocked() {
-	l.ext.timer = l.p.m.clock.AfterFunc(l.ext.expiresAt.Sub(l.p.m.clock.Now()), l.expire)
+// armExpiryLocked starts the expiry timer for l.expiresAt; now is the
+// clock's time.
+func (l *Lease) armExpiryLocked(now time.Time) {
+	l.ext.timer = l.p.m.clock.AfterFunc(l.ext.expiresAt.Sub(now), l.expire)
 }
 
 // expire runs on the expiry timer. A heartbeat that raced the timer moved
@@ -219,10 +235,35 @@ func (m *Manager) persist(ctx context.Context, l *Lease) error {
 func (m *Manager) unpersist(l *Lease) error {
 	l.ext.storeMu.Lock()
 	defer l.ext.storeMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), m.storeTimeout)
-	defer cancel()
-	if err := m.store.DeleteLease(ctx, l.ext.id); err != nil {
+	if err := m.store.DeleteLease(m.storeContext(), l.ext.id); err != nil {
 		return fmt.Errorf("pools: deleting record of lease %q: %w: %w", l.ext.id, ErrStore, err)
 	}
 	return nil
+}
+
+// storeWindows is how many store contexts a store timeout spans: the
+// calls of one window share one (see storeContext).
+const storeWindows = 64
+
+// sharedContext is a store context and the end of the window it serves.
+type sharedContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc // never called: the deadline releases it
+	until  time.Time
+}
+
+// storeContext is the context of a store call that has no caller's (the
+// DeleteLease of a release or an expiry): it ends between StoreTimeout
+// and StoreTimeout*(1+1/storeWindows) from now. The calls of a window of
+// StoreTimeout/storeWindows share one, instead of a context and a timer
+// each on the release path.
+func (m *Manager) storeContext() context.Context {
+	now := time.Now()
+	if c := m.storeCtx.Load(); c != nil && now.Before(c.until) {
+		return c.ctx
+	}
+	window := m.storeTimeout / storeWindows
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(m.storeTimeout+window))
+	m.storeCtx.Store(&sharedContext{ctx: ctx, cancel: cancel, until: now.Add(window)})
+	return ctx
 }

@@ -26,7 +26,9 @@ const DefaultPoolSlots = 16
 const MaxSlots = math.MaxInt32
 
 // DefaultStoreTimeout bounds the store calls that have no caller context:
-// the DeleteLease of (*Lease).Release and of lease expiry.
+// the DeleteLease of (*Lease).Release and of lease expiry (each gets at
+// least the timeout, and at most 1/64 more: the calls of a short window
+// share one context).
 const DefaultStoreTimeout = 5 * time.Second
 
 // Options configures a Manager. The zero value is usable.
@@ -57,6 +59,7 @@ type Manager struct {
 	clock        Clock
 	store        Store
 	storeTimeout time.Duration
+	storeCtx     atomic.Pointer[sharedContext] // see storeContext
 	log          *slog.Logger
 	idPrefix     string // random per Manager, so lease IDs never repeat across restarts
 

@@ -114,17 +114,20 @@ func (h *waiterHeap) Pop() any {
 
 // holdLocked grants l now: stamps it and adds it to the holders.
 func (p *pool) holdLocked(l *Lease) {
+	var now time.Time
 	if x := l.ext; x != nil {
-		x.grantedAt = p.m.clock.Now()
+		now = p.m.clock.Now()
+		x.grantedAt = now
 		if x.ttl > 0 {
-			x.expiresAt = x.grantedAt.Add(x.ttl)
+			x.expiresAt = now.Add(x.ttl)
 		}
 	}
-	p.insertLocked(l)
+	p.insertLocked(l, now)
 }
 
-// insertLocked adds a stamped lease (fresh or restored) to the holders.
-func (p *pool) insertLocked(l *Lease) {
+// insertLocked adds a stamped lease (fresh or restored) to the holders;
+// now is the clock's time, read by the caller (set when l has an ext).
+func (p *pool) insertLocked(l *Lease, now time.Time) {
 	p.used += l.slots
 	l.index = len(p.holders)
 	p.holders = append(p.holders, l)
@@ -133,7 +136,7 @@ func (p *pool) insertLocked(l *Lease) {
 			p.assignIDLocked(l)
 		}
 		if !x.expiresAt.IsZero() {
-			l.armExpiryLocked()
+			l.armExpiryLocked(now)
 		}
 	}
 }

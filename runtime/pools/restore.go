@@ -124,7 +124,7 @@ func (m *Manager) RestoreWith(ctx context.Context, o RestoreOptions) (RestoreRep
 				x.ttl = rec.ExpiresAt.Sub(now)
 			}
 		}
-		p.insertLocked(l)
+		p.insertLocked(l, p.m.clock.Now())
 		p.mu.Unlock()
 		rep.Restored++
 	}

@@ -477,3 +477,28 @@ func TestOwnerRecordedAndRestored(t *testing.T) {
 		t.Errorf("Owner() of a lease without one = %q; want \"\"", anon.Owner())
 	}
 }
+
+// A store call without a caller's context gets at least StoreTimeout, and
+// at most 1/64 more; the calls of one window share the context.
+func TestStoreContextDeadline(t *testing.T) {
+	const timeout = time.Hour // a window of ~56 s: two calls in a row share it
+	m, err := NewManager(Options{StoreTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		before := time.Now()
+		ctx := m.storeContext()
+		after := time.Now()
+		dl, ok := ctx.Deadline()
+		if !ok || dl.Before(before.Add(timeout)) || dl.After(after.Add(timeout+timeout/storeWindows)) {
+			t.Fatalf("deadline %v, called between %v and %v with a timeout of %v", dl, before, after, timeout)
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+	}
+	if a, b := m.storeContext(), m.storeContext(); a != b {
+		t.Error("two calls in one window got two contexts")
+	}
+}
