@@ -188,7 +188,7 @@ func (b *Backend) applier() {
 				continue
 			}
 		case <-tick.C:
-			if t := b.j.unsynced.Load(); t != 0 && time.Since(time.Unix(0, t)) >= lazySync {
+			if t := b.j.unsynced.Load(); t != 0 && time.Since(time.Unix(0, t)) >= lazySync && !b.j.paused.Load() {
 				b.flushLazy()
 			}
 			b.j.mu.Lock()
