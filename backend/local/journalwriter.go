@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rpdhq/rpd/backend"
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
@@ -979,7 +981,9 @@ func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit 
 	return end, len(recs) == maxApply && end < limit, nil
 }
 
-// applyRecords applies recs in tx: only the last write of each record.
+// applyRecords applies recs in tx: only the last write of each record, and
+// the deletes of each table in one statement (a lease granted and released
+// since the last apply is one ID in it).
 func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
 	type key struct {
 		grant bool
@@ -990,12 +994,36 @@ func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) err
 		r := &recs[i]
 		last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] = i
 	}
+	var leaseDels, grantDels []string
 	for i := range recs {
 		r := &recs[i]
 		if last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] != i {
 			continue
 		}
+		switch {
+		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
+			leaseDels = append(leaseDels, r.id)
+			continue
+		case r.kind == kindDeleteGrant && utf8.ValidString(r.id):
+			grantDels = append(grantDels, r.id)
+			continue
+		}
 		if err := b.applyRecord(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		st  *stmt
+		ids []string
+	}{{&b.st.deleteLeases, leaseDels}, {&b.st.deleteGrants, grantDels}} {
+		if len(d.ids) == 0 {
+			continue
+		}
+		ids, err := json.Marshal(d.ids) // valid UTF-8: each ID round-trips
+		if err != nil {
+			return err
+		}
+		if _, err := d.st.tx(ctx, tx).exec(ctx, b.stack, string(ids)); err != nil {
 			return err
 		}
 	}

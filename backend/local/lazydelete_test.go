@@ -203,3 +203,70 @@ func TestJournalLazyDeletePastASeal(t *testing.T) {
 		})
 	}
 }
+
+// The applier deletes the records whose last write is a delete, in one
+// statement per table, and only those; an ID that is not valid UTF-8 (which
+// JSON would not carry intact) is deleted on its own.
+func TestJournalApplyDeletes(t *testing.T) {
+	b, ps, gs, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	odd := "l\xff"
+	for _, id := range []string{"a", "b", "c", odd} {
+		if err := ps.PutLease(ctx, rec(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"g1", "g2", "g\"3"} {
+		if err := gs.PutGrant(ctx, id, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []func() error{
+		func() error { return ps.DeleteLease(ctx, "a") },
+		func() error { return ps.DeleteLease(ctx, odd) },
+		func() error { return ps.PutLease(ctx, rec("d")) },
+		func() error { return ps.DeleteLease(ctx, "d") }, // granted and released between applies
+		func() error { return ps.DeleteLease(ctx, "b") },
+		func() error { return ps.PutLease(ctx, rec("b")) }, // the last write wins
+		func() error { return ps.DeleteLease(ctx, "never") },
+		func() error { return gs.DeleteGrant(ctx, "g\"3") },
+		func() error { return gs.DeleteGrant(ctx, "g1") },
+		func() error { return gs.DeleteGrant(ctx, "c") }, // a grant's ID, not the lease's
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b.journalPending() {
+		t.Fatal("records left to apply")
+	}
+	col := func(q string) string {
+		rows, err := b.rdb.QueryContext(ctx, q, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := col(`SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`); got != "b,c" {
+		t.Errorf("pool_leases rows %q; want b,c", got)
+	}
+	if got := col(`SELECT id FROM grants WHERE stack = ? ORDER BY id`); got != "g2" {
+		t.Errorf("grants rows %q; want g2", got)
+	}
+}
