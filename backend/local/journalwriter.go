@@ -263,7 +263,7 @@ func (b *Backend) flushLazy() {
 		return // no segment of ours: whoever dropped it synced it
 	}
 	err := b.records.Do(context.Background(), recordWrite{verb: "flush", epoch: epoch, flush: true})
-	if err != nil && !errors.Is(err, groupcommit.ErrClosed) {
+	if err != nil && !errors.Is(err, groupcommit.ErrClosed) && !errors.Is(err, backend.ErrFenced) {
 		b.log.Warn("local backend: could not sync the grant journal's deletes; the segment is sealed and a new one started", "path", b.path, "err", err)
 	}
 }
