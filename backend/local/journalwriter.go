@@ -77,7 +77,8 @@ type journal struct {
 	pendStart int64
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
-	// spareMu is held while a spare is created or taken.
+	// spareMu is held while a spare is created or taken, and by the
+	// writer while it opens a segment, until own names it.
 	spareMu sync.Mutex
 
 	// writer goroutine only
@@ -497,6 +498,12 @@ func (b *Backend) rotate(w *segWriter) (*segWriter, error) {
 // that stopped) is recovered (its torn tail zeroed), else a new one is
 // created. prev, when set, is sealed at its end in the same transaction.
 func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) {
+	// spareMu is held until own names the new segment: the applier's
+	// prepareSpare, which creates the file of own.seq+1, must not take the
+	// segment just opened (the spare it prepared, or one created here) for
+	// the next one and recreate it under the writer.
+	b.j.spareMu.Lock()
+	defer b.j.spareMu.Unlock()
 	var w *segWriter
 	err := b.fullTx(context.Background(), func(tx *sql.Tx) error {
 		var cur int64
@@ -525,11 +532,9 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 		if err := tx.QueryRow(`SELECT coalesce(max(seq) + 1, 0) FROM journals WHERE stack = ? AND epoch = ?`, b.stack, epoch).Scan(&seq); err != nil {
 			return err
 		}
-		b.j.spareMu.Lock() // not while the applier prepares the same file
 		if w = b.takeSpare(segKey{epoch, seq}); w == nil {
 			w, err = b.createSegment(epoch, seq)
 		}
-		b.j.spareMu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -608,13 +613,19 @@ func (b *Backend) createSegment(epoch, seq int64) (*segWriter, error) {
 		return nil, err
 	}
 	name := segmentName(b.path, b.stack, epoch, seq)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Not truncated before it is locked: a file another writer holds is
+	// left as it is.
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return nil, fmt.Errorf("lock %s (is a writer using it?): %w", name, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("truncate %s: %w", name, err)
 	}
 	if err := fillZeros(f, 0, segmentSize); err != nil {
 		f.Close()
