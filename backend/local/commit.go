@@ -38,6 +38,8 @@ type recordWrite struct {
 	st    *stmt  // unfenced
 	args  []any
 	epoch int64 // 0: unfenced
+	// flush: no record; syncs what lazy deletes left unsynced (fenced).
+	flush bool
 	// rec is the journal record of a fenced write (epoch != 0), which goes
 	// to the grant journal (journalwriter.go) instead of st.
 	rec jrec

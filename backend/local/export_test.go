@@ -12,7 +12,7 @@ import (
 const JournalHeader = headerSize
 
 // PauseApplier stops b's journal applier (until Close), so that the
-// journal's records stay unapplied.
+// journal's records stay unapplied (and lazy deletes unsynced).
 func PauseApplier(b *Backend) { b.j.paused.Store(true) }
 
 // SetSegmentSize sets the journal segments' preallocation until the test

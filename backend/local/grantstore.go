@@ -32,7 +32,8 @@ func (s *GrantStore) PutGrant(ctx context.Context, id string, body []byte) error
 	return s.b.writeJournaled(ctx, "put grant", s.epoch, jrec{kind: kindPutGrant, id: id, body: body})
 }
 
-// DeleteGrant removes the record id; a missing one is not an error.
+// DeleteGrant removes the record id; a missing one is not an error. A
+// fenced delete returns before it is synced, as PoolStore.DeleteLease.
 func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	if s.epoch == 0 {
 		return s.b.writeRecord(ctx, "delete grant", id, &s.b.st.deleteGrant, s.b.stack, id)

@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,8 +12,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -74,7 +77,8 @@ type journal struct {
 	pendStart int64
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
-	// spareMu is held while a spare is created or taken.
+	// spareMu is held while a spare is created or taken, and by the
+	// writer while it opens a segment, until own names it.
 	spareMu sync.Mutex
 
 	// writer goroutine only
@@ -82,6 +86,13 @@ type journal struct {
 	staleEpoch int64 // epochs up to this one are known fenced here
 
 	paused atomic.Bool // tests: the applier applies nothing until Close
+
+	// unsynced is when lazy deletes (journalRun) first left bytes of the
+	// writer's segment unsynced (UnixNano), 0 when none are; set and
+	// cleared by the writer, read by the applier to flush them.
+	unsynced atomic.Int64
+	// syncs counts the writer's fdatasyncs of segments (tests).
+	syncs atomic.Int64
 
 	wake     chan struct{} // capacity 1
 	stop     chan struct{}
@@ -120,7 +131,11 @@ const (
 // applyEvery records are pending: the fewer and larger its SQLite
 // transactions, the less CPU they take from the grants (a lease granted
 // and released between two applies costs one DELETE of a missing row).
+//
+// Lazy deletes left unsynced are synced once they waited lazySync (checked
+// at the applier's ticks, so within lazySync + applyInterval).
 const (
+	lazySync      = 50 * time.Millisecond
 	applyInterval = 50 * time.Millisecond
 	applyEvery    = 2048
 	// maxApply bounds the records of one applying transaction, so that
@@ -144,6 +159,9 @@ func (b *Backend) stopJournal() {
 	b.j.stopOnce.Do(func() { close(b.j.stop) })
 	<-b.j.done
 	if w := b.j.w; w != nil {
+		if err := b.syncLazy(w); err != nil {
+			b.log.Warn("local backend: could not sync the grant journal at close; deletes appended since the last sync may be lost to a power failure (their records then stay counted until their TTL)", "path", b.path, "err", err)
+		}
 		w.f.Close()
 		b.j.w = nil
 	}
@@ -173,6 +191,9 @@ func (b *Backend) applier() {
 				continue
 			}
 		case <-tick.C:
+			if t := b.j.unsynced.Load(); t != 0 && time.Since(time.Unix(0, t)) >= lazySync && !b.j.paused.Load() {
+				b.flushLazy()
+			}
 			b.j.mu.Lock()
 			idle := len(b.j.pending) == 0
 			b.j.mu.Unlock()
@@ -196,22 +217,100 @@ func (b *Backend) applier() {
 }
 
 // encode lays ops out as records appended at w.end: w.buf the bytes, w.ends
-// where each record ends (a record carries its own offset).
+// where each record ends (a record carries its own offset; a flush, which
+// has none, ends where the record before it does).
 func (w *segWriter) encode(ops []*recordOp) {
 	w.buf, w.ends = w.buf[:0], w.ends[:0]
 	for _, op := range ops {
-		w.buf = appendRecord(w.buf, w.end+int64(len(w.buf)), &op.W.rec)
+		if !op.W.flush {
+			w.buf = appendRecord(w.buf, w.end+int64(len(w.buf)), &op.W.rec)
+		}
 		w.ends = append(w.ends, w.end+int64(len(w.buf)))
 	}
 }
 
+// hasRecord reports whether ops hold a record (not only flushes).
+func hasRecord(ops []*recordOp) bool {
+	for _, op := range ops {
+		if !op.W.flush {
+			return true
+		}
+	}
+	return false
+}
+
+// syncLazy fdatasyncs w's segment when lazy deletes left bytes unsynced in
+// it (writer goroutine, or after it stopped).
+func (b *Backend) syncLazy(w *segWriter) error {
+	if b.j.unsynced.Load() == 0 {
+		return nil
+	}
+	b.j.syncs.Add(1)
+	if err := datasync(w.f); err != nil {
+		return fmt.Errorf("fdatasync the grant journal %s (the deletes appended since the last sync may be lost to a power failure; their records then stay counted until their TTL): %w", w.f.Name(), err)
+	}
+	b.j.unsynced.Store(0)
+	return nil
+}
+
+// flushLazy makes the lazy deletes appended so far durable, through the
+// group commit (so on the writer goroutine): the applier calls it once they
+// waited lazySync.
+func (b *Backend) flushLazy() {
+	b.j.mu.Lock()
+	epoch := b.j.own.epoch
+	b.j.mu.Unlock()
+	if epoch == 0 {
+		return // no segment of ours: whoever dropped it synced it
+	}
+	err := b.records.Do(context.Background(), recordWrite{verb: "flush", epoch: epoch, flush: true})
+	if err != nil && !errors.Is(err, groupcommit.ErrClosed) && !errors.Is(err, backend.ErrFenced) {
+		b.log.Warn("local backend: could not sync the grant journal's deletes; the segment is sealed and a new one started", "path", b.path, "err", err)
+	}
+}
+
+// needsSync reports whether ops hold a record that must be synced before
+// its caller returns: a put (a grant or heartbeat). A run of deletes only
+// (and flushes) is appended without its own fdatasync (lazy deletes, see
+// journalRun).
+func needsSync(ops []*recordOp) bool {
+	for _, op := range ops {
+		if !op.W.flush && op.W.rec.kind != kindDeleteLease && op.W.rec.kind != kindDeleteGrant {
+			return true
+		}
+	}
+	return false
+}
+
 // journalRun writes ops, all fenced with epoch, to the journal: one append,
 // one fdatasync, one read of the seal flag.
+//
+// Lazy deletes: a run made only of deletes (releases) is appended and its
+// seal flag read as any other, so its callers get the same answer (and
+// ErrFenced past a seal) and a read sees the delete at once, but it is not
+// fdatasync'ed: it becomes durable with the next batch's fdatasync (which
+// flushes every byte written to the file before it, so a synced grant never
+// lies behind an unsynced record), or with the applier's lazy flush
+// (lazySync), a rotation, or Close. A process crash loses nothing (the bytes
+// are in the page cache); a power loss may lose the deletes of the last
+// lazySync, which keeps their records counted until their TTL: the accepted
+// cost of a release that answers before its record's delete
+// (docs/backends.md, "Lazy deletes").
 func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 	fail := func(err error) {
 		for _, op := range ops {
 			op.Err = err
 		}
+	}
+	if !hasRecord(ops) {
+		// Flushes only: sync what lazy deletes left unsynced.
+		if w := b.j.w; w != nil {
+			if err := b.syncLazy(w); err != nil {
+				b.retire(w, err)
+				fail(err)
+			}
+		}
+		return
 	}
 	w, err := b.segmentFor(epoch)
 	if err != nil {
@@ -231,10 +330,16 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 		fail(fmt.Errorf("append to the grant journal %s (the records are not counted): %w", w.f.Name(), err))
 		return
 	}
-	if err := datasync(w.f); err != nil {
-		b.retire(w, fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err))
-		fail(fmt.Errorf("fdatasync the grant journal %s (the records are not counted): %w", w.f.Name(), err))
-		return
+	if needsSync(ops) {
+		b.j.syncs.Add(1)
+		if err := datasync(w.f); err != nil {
+			b.retire(w, fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err))
+			fail(fmt.Errorf("fdatasync the grant journal %s (the records are not counted): %w", w.f.Name(), err))
+			return
+		}
+		b.j.unsynced.Store(0)
+	} else if b.j.unsynced.Load() == 0 {
+		b.j.unsynced.Store(time.Now().UnixNano())
 	}
 	newEnd := w.ends[len(w.ends)-1]
 	w.end = newEnd
@@ -253,7 +358,9 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 			b.j.pendStart = b.j.confirmed
 		}
 		for i, op := range ops {
-			b.j.pending = append(b.j.pending, pendRec{op.W.rec, w.ends[i]})
+			if !op.W.flush {
+				b.j.pending = append(b.j.pending, pendRec{op.W.rec, w.ends[i]})
+			}
 		}
 		b.j.confirmed = newEnd
 		n := len(b.j.pending)
@@ -265,7 +372,9 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 	}
 	// A takeover (or a failed read): the seal decides.
 	if err == nil {
-		sealed, err = b.sealOwn(w, b.j.confirmed)
+		if err = b.syncLazy(w); err == nil {
+			sealed, err = b.sealOwn(w, b.j.confirmed)
+		}
 	}
 	b.j.mu.Unlock()
 	if err != nil {
@@ -303,6 +412,10 @@ func (b *Backend) sealOwn(w *segWriter, end int64) (int64, error) {
 // dropWriter forgets w once its segment is sealed: epoch w.epoch writes no
 // more here.
 func (b *Backend) dropWriter(w *segWriter) {
+	if err := b.syncLazy(w); err != nil {
+		b.log.Warn("local backend: could not sync a sealed grant journal segment; deletes appended to it may be lost to a power failure (their records then stay counted until their TTL)", "path", b.path, "err", err)
+		b.j.unsynced.Store(0)
+	}
 	w.f.Close()
 	b.j.w = nil
 	b.j.staleEpoch = max(b.j.staleEpoch, w.epoch)
@@ -324,6 +437,7 @@ func (b *Backend) retire(w *segWriter, cause error) {
 	}
 	w.f.Close()
 	b.j.w = nil
+	b.j.unsynced.Store(0) // what a failed sync left is lost or not: only deletes
 	b.j.mu.Lock()
 	b.j.own, b.j.pending = segKey{}, nil
 	b.j.mu.Unlock()
@@ -344,7 +458,10 @@ func (b *Backend) segmentFor(epoch int64) (*segWriter, error) {
 	}
 	if w := b.j.w; w != nil {
 		// A newer epoch leads here now: the old one's segment is sealed
-		// at its last answered record.
+		// at its last answered record, synced.
+		if err := b.syncLazy(w); err != nil {
+			return nil, err
+		}
 		b.j.mu.Lock()
 		_, err := b.sealOwn(w, b.j.confirmed)
 		b.j.mu.Unlock()
@@ -358,6 +475,11 @@ func (b *Backend) segmentFor(epoch int64) (*segWriter, error) {
 
 // rotate seals w at its end and opens the next segment of its epoch.
 func (b *Backend) rotate(w *segWriter) (*segWriter, error) {
+	// The seal covers synced bytes only: lazy deletes are synced first.
+	if err := b.syncLazy(w); err != nil {
+		b.retire(w, err)
+		return nil, err
+	}
 	nw, err := b.openSegment(w.epoch, w)
 	if err != nil {
 		if errors.Is(err, backend.ErrFenced) {
@@ -376,6 +498,12 @@ func (b *Backend) rotate(w *segWriter) (*segWriter, error) {
 // that stopped) is recovered (its torn tail zeroed), else a new one is
 // created. prev, when set, is sealed at its end in the same transaction.
 func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) {
+	// spareMu is held until own names the new segment: the applier's
+	// prepareSpare, which creates the file of own.seq+1, must not take the
+	// segment just opened (the spare it prepared, or one created here) for
+	// the next one and recreate it under the writer.
+	b.j.spareMu.Lock()
+	defer b.j.spareMu.Unlock()
 	var w *segWriter
 	err := b.fullTx(context.Background(), func(tx *sql.Tx) error {
 		var cur int64
@@ -404,11 +532,9 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 		if err := tx.QueryRow(`SELECT coalesce(max(seq) + 1, 0) FROM journals WHERE stack = ? AND epoch = ?`, b.stack, epoch).Scan(&seq); err != nil {
 			return err
 		}
-		b.j.spareMu.Lock() // not while the applier prepares the same file
 		if w = b.takeSpare(segKey{epoch, seq}); w == nil {
 			w, err = b.createSegment(epoch, seq)
 		}
-		b.j.spareMu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -487,13 +613,19 @@ func (b *Backend) createSegment(epoch, seq int64) (*segWriter, error) {
 		return nil, err
 	}
 	name := segmentName(b.path, b.stack, epoch, seq)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Not truncated before it is locked: a file another writer holds is
+	// left as it is.
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	if err := lockFile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		return nil, fmt.Errorf("lock %s (is a writer using it?): %w", name, err)
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("truncate %s: %w", name, err)
 	}
 	if err := fillZeros(f, 0, segmentSize); err != nil {
 		f.Close()
@@ -860,7 +992,9 @@ func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit 
 	return end, len(recs) == maxApply && end < limit, nil
 }
 
-// applyRecords applies recs in tx: only the last write of each record.
+// applyRecords applies recs in tx: only the last write of each record, and
+// the deletes of each table in one statement (a lease granted and released
+// since the last apply is one ID in it).
 func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
 	type key struct {
 		grant bool
@@ -871,12 +1005,36 @@ func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) err
 		r := &recs[i]
 		last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] = i
 	}
+	var leaseDels, grantDels []string
 	for i := range recs {
 		r := &recs[i]
 		if last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] != i {
 			continue
 		}
+		switch {
+		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
+			leaseDels = append(leaseDels, r.id)
+			continue
+		case r.kind == kindDeleteGrant && utf8.ValidString(r.id):
+			grantDels = append(grantDels, r.id)
+			continue
+		}
 		if err := b.applyRecord(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		st  *stmt
+		ids []string
+	}{{&b.st.deleteLeases, leaseDels}, {&b.st.deleteGrants, grantDels}} {
+		if len(d.ids) == 0 {
+			continue
+		}
+		ids, err := json.Marshal(d.ids) // valid UTF-8: each ID round-trips
+		if err != nil {
+			return err
+		}
+		if _, err := d.st.tx(ctx, tx).exec(ctx, b.stack, string(ids)); err != nil {
 			return err
 		}
 	}

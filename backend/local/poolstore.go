@@ -34,7 +34,11 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 }
 
 // DeleteLease removes a record; a missing one is not an error. It is
-// written as PutLease is.
+// written as PutLease is, except that a fenced delete is not synced before
+// it returns (lazy deletes, journalwriter.go): it is in the journal, read
+// by every later read and fenced as PutLease, and made durable by the next
+// grant's fdatasync or within about 0.1 s; a power loss before that keeps
+// the record until its TTL.
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	if s.epoch == 0 {
 		return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, s.b.stack, leaseID)

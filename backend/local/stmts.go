@@ -16,11 +16,15 @@ const (
 	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
-	sqlLoadLeases  = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner FROM pool_leases WHERE stack = ? ORDER BY lease_id`
+	// sqlDeleteLeases deletes the leases whose IDs a JSON array lists.
+	sqlDeleteLeases = `DELETE FROM pool_leases WHERE stack = ?1 AND lease_id IN (SELECT value FROM json_each(?2))`
+	sqlLoadLeases   = `SELECT lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner FROM pool_leases WHERE stack = ? ORDER BY lease_id`
 
 	sqlPutGrant    = `INSERT OR REPLACE INTO grants (stack, id, body) VALUES (?, ?, ?)`
 	sqlDeleteGrant = `DELETE FROM grants WHERE stack = ? AND id = ?`
-	sqlLoadGrants  = `SELECT id, body FROM grants WHERE stack = ?`
+	// sqlDeleteGrants deletes the grants whose IDs a JSON array lists.
+	sqlDeleteGrants = `DELETE FROM grants WHERE stack = ?1 AND id IN (SELECT value FROM json_each(?2))`
+	sqlLoadGrants   = `SELECT id, body FROM grants WHERE stack = ?`
 
 	sqlLeaderEpoch = `SELECT epoch FROM leaders WHERE stack = ?`
 	sqlJournalSegs = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? AND folded = 0 ORDER BY epoch, seq`
@@ -136,6 +140,7 @@ type stmts struct {
 	// on wdb
 	putLease, deleteLease                stmt
 	putGrant, deleteGrant                stmt
+	deleteLeases, deleteGrants           stmt
 	leaderEpoch, journalSegs             stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
@@ -166,6 +171,8 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	prep(&st.deleteLease, b.wdb, sqlDeleteLease)
 	prep(&st.putGrant, b.wdb, sqlPutGrant)
 	prep(&st.deleteGrant, b.wdb, sqlDeleteGrant)
+	prep(&st.deleteLeases, b.wdb, sqlDeleteLeases)
+	prep(&st.deleteGrants, b.wdb, sqlDeleteGrants)
 	prep(&st.leaderEpoch, b.wdb, sqlLeaderEpoch)
 	prep(&st.journalSegs, b.wdb, sqlJournalSegs)
 	prep(&st.send, b.wdb, sqlSend)

@@ -1,0 +1,272 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/internal/waitfor"
+)
+
+// lazyLeader opens a backend at path, takes the leader lease and returns
+// its fenced stores.
+func lazyLeader(t *testing.T, path string, clock func() time.Time) (*Backend, *PoolStore, *GrantStore, int64) {
+	t.Helper()
+	b, err := Open(context.Background(), path, Options{Stack: "s", Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	l, held, err := b.AcquireLeader(context.Background(), backend.LeaderClaim{Holder: "a", Lease: time.Second})
+	if err != nil || !held {
+		t.Fatalf("AcquireLeader: %+v, %v, %v", l, held, err)
+	}
+	return b, b.PoolStore().Fence(l.Epoch), b.GrantStore().Fence(l.Epoch), l.Epoch
+}
+
+func TestJournalDeleteOnlyBatchIsNotSynced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	ctx := context.Background()
+	b, ps, gs, _ := lazyLeader(t, path, nil)
+	b.j.paused.Store(true) // no lazy flush: the test looks at each sync
+	for _, id := range []string{"l1", "l2"} {
+		if err := ps.PutLease(ctx, rec(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gs.PutGrant(ctx, "permit/1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	synced := b.j.syncs.Load()
+	if b.j.unsynced.Load() != 0 {
+		t.Fatal("unsynced bytes after grants")
+	}
+	if err := ps.DeleteLease(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := gs.DeleteGrant(ctx, "permit/1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.j.syncs.Load() - synced; n != 0 {
+		t.Errorf("deletes alone cost %d fdatasyncs; want none", n)
+	}
+	if b.j.unsynced.Load() == 0 {
+		t.Error("the deletes are not marked unsynced")
+	}
+	// A read sees them at once.
+	if got := strings.Join(leaseIDs(t, b), ","); got != "l2" {
+		t.Errorf("lease records %s after the delete; want l2", got)
+	}
+	if grants, err := b.GrantStore().LoadGrants(ctx); err != nil || len(grants) != 0 {
+		t.Errorf("grants %q, %v after the delete; want none", grants, err)
+	}
+	// The next grant's fdatasync syncs them too.
+	if err := ps.PutLease(ctx, rec("l3")); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.j.syncs.Load() - synced; n != 1 || b.j.unsynced.Load() != 0 {
+		t.Errorf("after a grant: %d fdatasyncs, unsynced %d; want 1 and none", n, b.j.unsynced.Load())
+	}
+	// Close syncs what is left.
+	if err := ps.DeleteLease(ctx, "l2"); err != nil {
+		t.Fatal(err)
+	}
+	if b.j.unsynced.Load() == 0 {
+		t.Fatal("the delete is not marked unsynced")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.j.syncs.Load() - synced; n != 2 || b.j.unsynced.Load() != 0 {
+		t.Errorf("after Close: %d fdatasyncs, unsynced %d; want 2 and none", n, b.j.unsynced.Load())
+	}
+	c := openAt(t, path)
+	if got := strings.Join(leaseIDs(t, c), ","); got != "l3" {
+		t.Errorf("reopened: lease records %s; want l3", got)
+	}
+}
+
+// openAt opens the database at path (stack s).
+func openAt(t *testing.T, path string) *Backend {
+	t.Helper()
+	b, err := Open(context.Background(), path, Options{Stack: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func TestJournalLazyDeletesAreFlushed(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	ctx := context.Background()
+	if err := ps.PutLease(ctx, rec("l1")); err != nil {
+		t.Fatal(err)
+	}
+	synced := b.j.syncs.Load()
+	if err := ps.DeleteLease(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	// With no grant after it, the applier syncs it (lazySync).
+	waitfor.Until(t, "the applier to sync the lazy delete", func() bool {
+		return b.j.unsynced.Load() == 0 && b.j.syncs.Load() == synced+1
+	})
+	if got := leaseIDs(t, b); len(got) != 0 {
+		t.Errorf("lease records %v; want none", got)
+	}
+}
+
+// A crash image (database, WAL, journal as a kill -9 leaves them) taken
+// after a lazy delete and a later grant: both are read back.
+func TestJournalLazyDeleteBeforeAGrantSurvivesACrash(t *testing.T) {
+	dir := t.TempDir()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	for _, op := range []func() error{
+		func() error { return ps.PutLease(ctx, rec("x")) },
+		func() error { return ps.PutLease(ctx, rec("y")) },
+		func() error { return ps.DeleteLease(ctx, "x") },
+		func() error { return ps.PutLease(ctx, rec("z")) },
+		func() error { return ps.DeleteLease(ctx, "y") }, // unsynced at the crash
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img := filepath.Join(dir, "img.db")
+	CopyCrashImage(t, b, img)
+	c := openAt(t, img)
+	if got := strings.Join(leaseIDs(t, c), ","); got != "z" {
+		t.Errorf("after the crash: lease records %s; want z", got)
+	}
+}
+
+// A stale leader's delete is answered ErrFenced and never read, whether
+// its segment's seal is still pending (the stale writer fixes it) or was
+// fixed by the new leader's read (the delete lies past it).
+func TestJournalLazyDeletePastASeal(t *testing.T) {
+	for _, sealedBy := range []string{"the stale writer", "the new leader's read"} {
+		t.Run(sealedBy, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			var mu sync.Mutex
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			path := filepath.Join(t.TempDir(), "c.db")
+			ctx := context.Background()
+			a, staleP, _, epoch := lazyLeader(t, path, clock)
+			for _, id := range []string{"x", "y"} {
+				if err := staleP.PutLease(ctx, rec(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The new leader, in another handle of the file (as another
+			// process would).
+			nb, err := Open(ctx, path, Options{Stack: "s", Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { nb.Close() })
+			mu.Lock()
+			now = now.Add(2 * time.Second)
+			mu.Unlock()
+			l, held, err := nb.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Minute})
+			if err != nil || !held || l.Epoch != epoch+1 {
+				t.Fatalf("takeover: %+v, %v, %v", l, held, err)
+			}
+			if sealedBy != "the stale writer" {
+				if got := strings.Join(leaseIDs(t, nb), ","); got != "x,y" {
+					t.Fatalf("the new leader reads %s; want x,y", got)
+				}
+			}
+			if err := staleP.DeleteLease(ctx, "x"); !errors.Is(err, backend.ErrFenced) {
+				t.Errorf("stale delete: %v; want ErrFenced", err)
+			}
+			if err := staleP.PutLease(ctx, rec("w")); !errors.Is(err, backend.ErrFenced) {
+				t.Errorf("stale grant after it: %v; want ErrFenced", err)
+			}
+			for name, h := range map[string]*Backend{"new leader": nb, "stale handle": a} {
+				if got := strings.Join(leaseIDs(t, h), ","); got != "x,y" {
+					t.Errorf("the %s reads %s; want x,y", name, got)
+				}
+			}
+			if err := ApplyJournal(nb, 4); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(leaseIDs(t, nb), ","); got != "x,y" {
+				t.Errorf("applied: the new leader reads %s; want x,y", got)
+			}
+		})
+	}
+}
+
+// The applier deletes the records whose last write is a delete, in one
+// statement per table, and only those; an ID that is not valid UTF-8 (which
+// JSON would not carry intact) is deleted on its own.
+func TestJournalApplyDeletes(t *testing.T) {
+	b, ps, gs, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	odd := "l\xff"
+	for _, id := range []string{"a", "b", "c", odd} {
+		if err := ps.PutLease(ctx, rec(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"g1", "g2", "g\"3"} {
+		if err := gs.PutGrant(ctx, id, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []func() error{
+		func() error { return ps.DeleteLease(ctx, "a") },
+		func() error { return ps.DeleteLease(ctx, odd) },
+		func() error { return ps.PutLease(ctx, rec("d")) },
+		func() error { return ps.DeleteLease(ctx, "d") }, // granted and released between applies
+		func() error { return ps.DeleteLease(ctx, "b") },
+		func() error { return ps.PutLease(ctx, rec("b")) }, // the last write wins
+		func() error { return ps.DeleteLease(ctx, "never") },
+		func() error { return gs.DeleteGrant(ctx, "g\"3") },
+		func() error { return gs.DeleteGrant(ctx, "g1") },
+		func() error { return gs.DeleteGrant(ctx, "c") }, // a grant's ID, not the lease's
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b.journalPending() {
+		t.Fatal("records left to apply")
+	}
+	col := func(q string) string {
+		rows, err := b.rdb.QueryContext(ctx, q, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, id)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := col(`SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`); got != "b,c" {
+		t.Errorf("pool_leases rows %q; want b,c", got)
+	}
+	if got := col(`SELECT id FROM grants WHERE stack = ? ORDER BY id`); got != "g2" {
+		t.Errorf("grants rows %q; want g2", got)
+	}
+}
