@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ func BenchmarkAcquireReleaseHTTPDynamoDB(b *testing.B) {
 }
 
 func benchPairs(b *testing.B, td *testDaemon) {
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as rpd serve runs
 	ctx := context.Background()
 	var mu sync.Mutex
 	var pair, acq, rel []time.Duration
@@ -166,6 +168,7 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 	dir, state := b.TempDir(), b.TempDir()
 	writeFile(b, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
 	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
+	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as rpd serve runs
 	leader := startDaemonIn(b, dir, state)
 	standby := startDaemonIn(b, dir, state)
 	forwardOnly, err := client.New(standby.addr, client.WithRetry(0), client.WithFollowLeader(false))

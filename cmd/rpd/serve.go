@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/rpdhq/rpd/daemon"
@@ -106,6 +107,9 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 	if f.logFormat == logJSON {
 		opts.Diagnostics = diagnosticsLogger(log)
 		fatal = func(err error) { log.Error("rpd daemon failed", "err", err) }
+	}
+	if _, set := e.getenv("GOGC"); !set {
+		debug.SetGCPercent(daemon.GCPercent)
 	}
 	opts.Logger = log
 	opts.Listen = f.listen
