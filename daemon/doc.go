@@ -20,7 +20,8 @@
 //     reload's input, the Set interface, the keyed set), httpapi (the error
 //     model, body guards, answers), security (principals, scopes, TLS,
 //     audit), leader (the election and the fenced stores), records
-//     (background record deletes) and holders (who holds what).
+//     (background record deletes), holders (who holds what) and h1 (the
+//     API's server over plain HTTP; net/http serves TLS).
 //
 // The daemon's only input is the runtime document (reconcile.RuntimeDoc):
 // watch mode builds it from the loaded configuration (component.WatchInput),
