@@ -19,6 +19,7 @@ const (
 	phaseIdle                // waiting for the next request's first byte
 	phaseHeader              // reading a request's header
 	phaseActive              // the handler runs
+	phaseAnswer              // the handler returned: the answer is finished and written
 )
 
 // conn is one connection. Its goroutine reads a request, runs the handler
@@ -230,6 +231,7 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	w.reset(r, req)
 	c.setPhase(phaseActive)
 	panicked := c.run(w, r)
+	c.setPhase(phaseAnswer) // no body deadline, no watch from here
 	gone := c.stopWatch()
 	if panicked || gone {
 		return false
