@@ -110,9 +110,14 @@ func (c *conn) check(now int64) {
 	case phaseActive:
 		if d := c.bodyDeadline.Load(); d != 0 && now > d && !c.bodyDone.Load() {
 			// The body is late: the handler's read returns a timeout, and
-			// it may still answer.
-			c.tripped.Store(true)
-			_ = c.nc.SetReadDeadline(aLongTimeAgo)
+			// it may still answer. Under mu, so that it is not done to the
+			// next request (stopWatch ends the phase under mu).
+			c.mu.Lock()
+			if c.phase.Load() == phaseActive {
+				c.tripped.Store(true)
+				_ = c.nc.SetReadDeadline(aLongTimeAgo)
+			}
+			c.mu.Unlock()
 			return
 		}
 		if now-since >= int64(reapEvery) && c.bodyDone.Load() {
@@ -160,10 +165,12 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// stopWatch ends the watch, if one runs; it reports whether the client
-// went away.
+// stopWatch ends the handler's phase and the watch, if one runs; it
+// reports whether the client went away.
 func (c *conn) stopWatch() (gone bool) {
 	c.mu.Lock()
+	// No body deadline, no watch from here: the answer is being written.
+	c.setPhase(phaseAnswer)
 	c.cancel = nil
 	watching := c.watching
 	c.watching = false
@@ -231,7 +238,6 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	w.reset(r, req)
 	c.setPhase(phaseActive)
 	panicked := c.run(w, r)
-	c.setPhase(phaseAnswer) // no body deadline, no watch from here
 	gone := c.stopWatch()
 	if panicked || gone {
 		return false
