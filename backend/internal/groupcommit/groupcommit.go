@@ -95,6 +95,79 @@ func (q *Queue[W]) Do(ctx context.Context, w W) error {
 	return fmt.Errorf("%w (the write was under way and may still commit)", ctx.Err())
 }
 
+// DoAll queues ws, in order, under one lock and with one wake-up of the
+// writer, and waits for their outcomes: errs[i] is what Do(ctx, ws[i])
+// would have returned, with the same meaning when ctx ends (a write not
+// taken yet is never written, one taken may still commit). The writer may
+// split ws across batches (maxBatch), never reorders it, and a later call
+// of the same caller is written after all of it. After Close every write
+// gets ErrClosed. errs has len(ws) entries; nil ones succeeded.
+func (q *Queue[W]) DoAll(ctx context.Context, ws []W) (errs []error) {
+	errs = make([]error, len(ws))
+	if len(ws) == 0 {
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		err = fmt.Errorf("not written: %w", err)
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	ops := make([]*Op[W], len(ws))
+	for i, w := range ws {
+		op := q.ops.Get().(*Op[W])
+		op.W = w
+		op.state.Store(queued)
+		ops[i] = op
+	}
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		for i, op := range ops {
+			q.put(op)
+			errs[i] = ErrClosed
+		}
+		return errs
+	}
+	q.queue = append(q.queue, ops...)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	for i, op := range ops {
+		select {
+		case errs[i] = <-op.done:
+			q.put(op)
+			continue
+		case <-ctx.Done():
+		}
+		// ctx ended: settle this write and every later one as Do would.
+		for j := i; j < len(ops); j++ {
+			errs[j] = q.settle(ops[j], ctx.Err())
+		}
+		break
+	}
+	return errs
+}
+
+// settle returns the outcome of op, whose caller's ctx ended with cause:
+// its result when the writer already gave it, else whether it was taken.
+func (q *Queue[W]) settle(op *Op[W], cause error) error {
+	select {
+	case err := <-op.done:
+		q.put(op)
+		return err
+	default:
+	}
+	// op is not reused from here: the writer may still hold it.
+	if op.state.CompareAndSwap(queued, abandoned) {
+		return fmt.Errorf("not written: %w", cause)
+	}
+	return fmt.Errorf("%w (the write was under way and may still commit)", cause)
+}
+
 func (q *Queue[W]) put(op *Op[W]) {
 	var zero W
 	op.W, op.Err = zero, nil
