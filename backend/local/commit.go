@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 )
@@ -73,6 +74,35 @@ func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, 
 		return fmt.Errorf("%s %s of stack %s in %s: %w", verb, r.id, b.stack, b.path, err)
 	}
 	return nil
+}
+
+// writeAll queues ws (one verb, "delete pool lease" or "delete grant")
+// under one lock and one wake-up of the writer, and waits for their
+// outcomes: the failures joined, each group of IDs that failed alike
+// named once with its error.
+func (b *Backend) writeAll(ctx context.Context, verb string, ws []recordWrite) error {
+	errs := b.records.DoAll(ctx, ws)
+	var failed []error
+	for i := 0; i < len(errs); i++ {
+		err := errs[i]
+		if err == nil {
+			continue
+		}
+		// The writes that failed with the same message (a closed backend,
+		// a fenced epoch, an ended ctx) are named together.
+		ids := []string{ws[i].id}
+		for j := i + 1; j < len(errs); j++ {
+			if errs[j] != nil && errs[j].Error() == err.Error() {
+				ids = append(ids, ws[j].id)
+				errs[j] = nil
+			}
+		}
+		if errors.Is(err, groupcommit.ErrClosed) {
+			err = errors.New("the backend is closed; open it again")
+		}
+		failed = append(failed, fmt.Errorf("%s %s of stack %s in %s: %w", verb, strings.Join(ids, ", "), b.stack, b.path, err))
+	}
+	return errors.Join(failed...)
 }
 
 // commitRecords is the group commit of a batch of record writes: runs of

@@ -46,6 +46,23 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	return s.b.writeJournaled(ctx, "delete pool lease", s.epoch, jrec{kind: kindDeleteLease, id: leaseID})
 }
 
+// DeleteLeases removes the records ids, as DeleteLease each, queued for
+// the group commit at once (one lock and one wake-up of its writer instead
+// of one per delete). It returns once every delete was written, with the
+// failures joined, naming their IDs; a fenced store whose epoch a takeover
+// ended fails them with backend.ErrFenced.
+func (s *PoolStore) DeleteLeases(ctx context.Context, ids []string) error {
+	ws := make([]recordWrite, len(ids))
+	for i, id := range ids {
+		if s.epoch == 0 {
+			ws[i] = recordWrite{verb: "delete pool lease", id: id, st: &s.b.st.deleteLease, args: []any{s.b.stack, id}}
+		} else {
+			ws[i] = recordWrite{verb: "delete pool lease", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteLease, id: id}}
+		}
+	}
+	return s.b.writeAll(ctx, "delete pool leases", ws)
+}
+
 // LoadLeases returns every record of the stack, ordered by lease ID: the
 // SQLite table with the grant journal's records not applied to it yet.
 func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
