@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 )
@@ -82,6 +83,9 @@ func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, 
 // named once with its error.
 func (b *Backend) writeAll(ctx context.Context, verb string, ws []recordWrite) error {
 	errs := b.records.DoAll(ctx, ws)
+	if errs == nil {
+		return nil
+	}
 	var failed []error
 	for i := 0; i < len(errs); i++ {
 		err := errs[i]
@@ -103,6 +107,28 @@ func (b *Backend) writeAll(ctx context.Context, verb string, ws []recordWrite) e
 		failed = append(failed, fmt.Errorf("%s %s of stack %s in %s: %w", verb, strings.Join(ids, ", "), b.stack, b.path, err))
 	}
 	return errors.Join(failed...)
+}
+
+// writeBufs recycles the recordWrite slices of DeleteLeases and
+// DeleteGrants (DoAll copies each write: the slice is free once it
+// returns).
+var writeBufs = sync.Pool{New: func() any { return new([]recordWrite) }}
+
+// deleteAll writes the deletes of ids that w makes, through writeAll.
+func (b *Backend) deleteAll(ctx context.Context, verb string, ids []string, w func(id string) recordWrite) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	p := writeBufs.Get().(*[]recordWrite)
+	ws := (*p)[:0]
+	for _, id := range ids {
+		ws = append(ws, w(id))
+	}
+	err := b.writeAll(ctx, verb, ws)
+	clear(ws)
+	*p = ws[:0]
+	writeBufs.Put(p)
+	return err
 }
 
 // commitRecords is the group commit of a batch of record writes: runs of

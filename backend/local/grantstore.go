@@ -44,15 +44,14 @@ func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 // DeleteGrants removes the records ids, as DeleteGrant each, queued for
 // the group commit at once, as PoolStore.DeleteLeases.
 func (s *GrantStore) DeleteGrants(ctx context.Context, ids []string) error {
-	ws := make([]recordWrite, len(ids))
-	for i, id := range ids {
-		if s.epoch == 0 {
-			ws[i] = recordWrite{verb: "delete grant", id: id, st: &s.b.st.deleteGrant, args: []any{s.b.stack, id}}
-		} else {
-			ws[i] = recordWrite{verb: "delete grant", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteGrant, id: id}}
-		}
+	if s.epoch == 0 {
+		return s.b.deleteAll(ctx, "delete grants", ids, func(id string) recordWrite {
+			return recordWrite{verb: "delete grant", id: id, st: &s.b.st.deleteGrant, args: []any{s.b.stack, id}}
+		})
 	}
-	return s.b.writeAll(ctx, "delete grants", ws)
+	return s.b.deleteAll(ctx, "delete grants", ids, func(id string) recordWrite {
+		return recordWrite{verb: "delete grant", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteGrant, id: id}}
+	})
 }
 
 // LoadGrants returns every record of the stack by ID: the SQLite table with

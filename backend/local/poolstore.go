@@ -52,15 +52,14 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 // failures joined, naming their IDs; a fenced store whose epoch a takeover
 // ended fails them with backend.ErrFenced.
 func (s *PoolStore) DeleteLeases(ctx context.Context, ids []string) error {
-	ws := make([]recordWrite, len(ids))
-	for i, id := range ids {
-		if s.epoch == 0 {
-			ws[i] = recordWrite{verb: "delete pool lease", id: id, st: &s.b.st.deleteLease, args: []any{s.b.stack, id}}
-		} else {
-			ws[i] = recordWrite{verb: "delete pool lease", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteLease, id: id}}
-		}
+	if s.epoch == 0 {
+		return s.b.deleteAll(ctx, "delete pool leases", ids, func(id string) recordWrite {
+			return recordWrite{verb: "delete pool lease", id: id, st: &s.b.st.deleteLease, args: []any{s.b.stack, id}}
+		})
 	}
-	return s.b.writeAll(ctx, "delete pool leases", ws)
+	return s.b.deleteAll(ctx, "delete pool leases", ids, func(id string) recordWrite {
+		return recordWrite{verb: "delete pool lease", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteLease, id: id}}
+	})
 }
 
 // LoadLeases returns every record of the stack, ordered by lease ID: the
