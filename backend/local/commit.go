@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
 )
@@ -73,6 +75,60 @@ func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, 
 		return fmt.Errorf("%s %s of stack %s in %s: %w", verb, r.id, b.stack, b.path, err)
 	}
 	return nil
+}
+
+// writeAll queues ws (one verb, "delete pool lease" or "delete grant")
+// under one lock and one wake-up of the writer, and waits for their
+// outcomes: the failures joined, each group of IDs that failed alike
+// named once with its error.
+func (b *Backend) writeAll(ctx context.Context, verb string, ws []recordWrite) error {
+	errs := b.records.DoAll(ctx, ws)
+	if errs == nil {
+		return nil
+	}
+	var failed []error
+	for i := 0; i < len(errs); i++ {
+		err := errs[i]
+		if err == nil {
+			continue
+		}
+		// The writes that failed with the same message (a closed backend,
+		// a fenced epoch, an ended ctx) are named together.
+		ids := []string{ws[i].id}
+		for j := i + 1; j < len(errs); j++ {
+			if errs[j] != nil && errs[j].Error() == err.Error() {
+				ids = append(ids, ws[j].id)
+				errs[j] = nil
+			}
+		}
+		if errors.Is(err, groupcommit.ErrClosed) {
+			err = errors.New("the backend is closed; open it again")
+		}
+		failed = append(failed, fmt.Errorf("%s %s of stack %s in %s: %w", verb, strings.Join(ids, ", "), b.stack, b.path, err))
+	}
+	return errors.Join(failed...)
+}
+
+// writeBufs recycles the recordWrite slices of DeleteLeases and
+// DeleteGrants (DoAll copies each write: the slice is free once it
+// returns).
+var writeBufs = sync.Pool{New: func() any { return new([]recordWrite) }}
+
+// deleteAll writes the deletes of ids that w makes, through writeAll.
+func (b *Backend) deleteAll(ctx context.Context, verb string, ids []string, w func(id string) recordWrite) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	p := writeBufs.Get().(*[]recordWrite)
+	ws := (*p)[:0]
+	for _, id := range ids {
+		ws = append(ws, w(id))
+	}
+	err := b.writeAll(ctx, verb, ws)
+	clear(ws)
+	*p = ws[:0]
+	writeBufs.Put(p)
+	return err
 }
 
 // commitRecords is the group commit of a batch of record writes: runs of

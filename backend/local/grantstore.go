@@ -41,6 +41,19 @@ func (s *GrantStore) DeleteGrant(ctx context.Context, id string) error {
 	return s.b.writeJournaled(ctx, "delete grant", s.epoch, jrec{kind: kindDeleteGrant, id: id})
 }
 
+// DeleteGrants removes the records ids, as DeleteGrant each, queued for
+// the group commit at once, as PoolStore.DeleteLeases.
+func (s *GrantStore) DeleteGrants(ctx context.Context, ids []string) error {
+	if s.epoch == 0 {
+		return s.b.deleteAll(ctx, "delete grants", ids, func(id string) recordWrite {
+			return recordWrite{verb: "delete grant", id: id, st: &s.b.st.deleteGrant, args: []any{s.b.stack, id}}
+		})
+	}
+	return s.b.deleteAll(ctx, "delete grants", ids, func(id string) recordWrite {
+		return recordWrite{verb: "delete grant", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteGrant, id: id}}
+	})
+}
+
 // LoadGrants returns every record of the stack by ID: the SQLite table with
 // the grant journal's records not applied to it yet.
 func (s *GrantStore) LoadGrants(ctx context.Context) (map[string][]byte, error) {

@@ -46,6 +46,22 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	return s.b.writeJournaled(ctx, "delete pool lease", s.epoch, jrec{kind: kindDeleteLease, id: leaseID})
 }
 
+// DeleteLeases removes the records ids, as DeleteLease each, queued for
+// the group commit at once (one lock and one wake-up of its writer instead
+// of one per delete). It returns once every delete was written, with the
+// failures joined, naming their IDs; a fenced store whose epoch a takeover
+// ended fails them with backend.ErrFenced.
+func (s *PoolStore) DeleteLeases(ctx context.Context, ids []string) error {
+	if s.epoch == 0 {
+		return s.b.deleteAll(ctx, "delete pool leases", ids, func(id string) recordWrite {
+			return recordWrite{verb: "delete pool lease", id: id, st: &s.b.st.deleteLease, args: []any{s.b.stack, id}}
+		})
+	}
+	return s.b.deleteAll(ctx, "delete pool leases", ids, func(id string) recordWrite {
+		return recordWrite{verb: "delete pool lease", id: id, epoch: s.epoch, rec: jrec{kind: kindDeleteLease, id: id}}
+	})
+}
+
 // LoadLeases returns every record of the stack, ordered by lease ID: the
 // SQLite table with the grant journal's records not applied to it yet.
 func (s *PoolStore) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {

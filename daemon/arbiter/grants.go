@@ -52,7 +52,9 @@ type claimRef struct {
 }
 
 func newGrants(store backend.GrantStore, log *slog.Logger) *grants {
-	return &grants{store: store, q: records.NewDeleteQueue("grant", store.DeleteGrant, log), claims: map[string]claimRef{}}
+	return &grants{store: store, q: records.NewDeleteQueue("grant", func(ctx context.Context, ids []string) error {
+		return backend.DeleteGrants(ctx, store, ids)
+	}, log), claims: map[string]claimRef{}}
 }
 
 func (g *grants) put(ctx context.Context, id string, rec grantRecord) error {

@@ -100,6 +100,19 @@ func (o observedPools) DeleteLease(ctx context.Context, id string) (err error) {
 	return o.s.DeleteLease(ctx, id)
 }
 
+// DeleteLeases is one observation, "pools.delete_leases", when the store
+// deletes a batch in one call; otherwise each DeleteLease is observed as
+// before.
+func (o observedPools) DeleteLeases(ctx context.Context, ids []string) (err error) {
+	if _, ok := o.s.(interface {
+		DeleteLeases(context.Context, []string) error
+	}); !ok {
+		return pools.DeleteLeases(ctx, struct{ pools.Store }{o}, ids)
+	}
+	defer func(t time.Time) { since(o.fn, "pools.delete_leases", t, err) }(time.Now())
+	return pools.DeleteLeases(ctx, o.s, ids)
+}
+
 func (o observedPools) LoadLeases(ctx context.Context) (recs []pools.LeaseRecord, err error) {
 	defer func(t time.Time) { since(o.fn, "pools.load_leases", t, err) }(time.Now())
 	return o.s.LoadLeases(ctx)
@@ -118,6 +131,19 @@ func (o observedGrants) PutGrant(ctx context.Context, id string, body []byte) (e
 func (o observedGrants) DeleteGrant(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { since(o.fn, "grants.delete", t, err) }(time.Now())
 	return o.s.DeleteGrant(ctx, id)
+}
+
+// DeleteGrants is one observation, "grants.delete_batch", when the store
+// deletes a batch in one call; otherwise each DeleteGrant is observed as
+// before.
+func (o observedGrants) DeleteGrants(ctx context.Context, ids []string) (err error) {
+	if _, ok := o.s.(interface {
+		DeleteGrants(context.Context, []string) error
+	}); !ok {
+		return backend.DeleteGrants(ctx, struct{ backend.GrantStore }{o}, ids)
+	}
+	defer func(t time.Time) { since(o.fn, "grants.delete_batch", t, err) }(time.Now())
+	return backend.DeleteGrants(ctx, o.s, ids)
 }
 
 func (o observedGrants) LoadGrants(ctx context.Context) (m map[string][]byte, err error) {

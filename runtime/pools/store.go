@@ -2,6 +2,10 @@ package pools
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -34,4 +38,46 @@ type Store interface {
 	DeleteLease(ctx context.Context, leaseID string) error
 	// LoadLeases returns every record, in no particular order.
 	LoadLeases(ctx context.Context) ([]LeaseRecord, error)
+}
+
+// DeleteLeases removes the records ids from s, as DeleteLease each. A store
+// that can delete many in one call (a method DeleteLeases(ctx, ids) error,
+// as backend/local's has) gets them in one; any other gets one DeleteLease
+// per ID, up to 64 at once, so that a backend with group
+// commit still writes them together. It returns once every delete is
+// done, with the failures joined, each naming its ID.
+func DeleteLeases(ctx context.Context, s Store, ids []string) error {
+	if b, ok := s.(interface {
+		DeleteLeases(ctx context.Context, ids []string) error
+	}); ok {
+		return b.DeleteLeases(ctx, ids)
+	}
+	return deleteEach(ctx, "delete pool lease", ids, s.DeleteLease)
+}
+
+// deleteConcurrency bounds the deletes DeleteLeases has under way at once
+// on a store without a batch delete.
+const deleteConcurrency = 64
+
+func deleteEach(ctx context.Context, verb string, ids []string, del func(context.Context, string) error) error {
+	if len(ids) == 1 {
+		return named(verb, ids[0], del(ctx, ids[0]))
+	}
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for start := 0; start < len(ids); start += deleteConcurrency {
+		for i := start; i < min(start+deleteConcurrency, len(ids)); i++ {
+			wg.Go(func() { errs[i] = named(verb, ids[i], del(ctx, ids[i])) })
+		}
+		wg.Wait()
+	}
+	return errors.Join(errs...)
+}
+
+// named makes sure err names the record id it is about.
+func named(verb, id string, err error) error {
+	if err == nil || strings.Contains(err.Error(), id) {
+		return err
+	}
+	return fmt.Errorf("%s %s: %w", verb, id, err)
 }

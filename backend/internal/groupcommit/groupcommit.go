@@ -40,7 +40,8 @@ type Queue[W any] struct {
 	wake   chan struct{} // capacity 1: work queued, or Close
 	done   chan struct{} // closed when the writer returned
 
-	ops sync.Pool // *Op[W] with their done channels
+	ops      sync.Pool // *Op[W] with their done channels
+	opSlices sync.Pool // *[]*Op[W], DoAll's
 }
 
 // New starts a queue whose writer hands commit batches of at most maxBatch
@@ -52,6 +53,7 @@ func New[W any](maxBatch int, commit func(batch []*Op[W])) *Queue[W] {
 	}
 	q := &Queue[W]{commit: commit, maxBatch: maxBatch, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	q.ops.New = func() any { return &Op[W]{done: make(chan error, 1)} }
+	q.opSlices.New = func() any { return new([]*Op[W]) }
 	go q.run()
 	return q
 }
@@ -93,6 +95,96 @@ func (q *Queue[W]) Do(ctx context.Context, w W) error {
 		return fmt.Errorf("not written: %w", ctx.Err())
 	}
 	return fmt.Errorf("%w (the write was under way and may still commit)", ctx.Err())
+}
+
+// DoAll queues ws, in order, under one lock and with one wake-up of the
+// writer, and waits for their outcomes. It returns nil when every write
+// succeeded; otherwise errs[i] (len(ws) entries) is what Do(ctx, ws[i])
+// would have returned, with the same meaning when ctx ends (a write not
+// taken yet is never written, one taken may still commit). The writer may
+// split ws across batches (maxBatch), never reorders it, and a later call
+// of the same caller is written after all of it. After Close every write
+// gets ErrClosed. DoAll does not keep ws.
+func (q *Queue[W]) DoAll(ctx context.Context, ws []W) (errs []error) {
+	if len(ws) == 0 {
+		return nil
+	}
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(ws))
+		}
+		errs[i] = err
+	}
+	if err := ctx.Err(); err != nil {
+		err = fmt.Errorf("not written: %w", err)
+		for i := range ws {
+			fail(i, err)
+		}
+		return errs
+	}
+	opsp := q.opSlices.Get().(*[]*Op[W])
+	ops := (*opsp)[:0]
+	for _, w := range ws {
+		op := q.ops.Get().(*Op[W])
+		op.W = w
+		op.state.Store(queued)
+		ops = append(ops, op)
+	}
+	defer func() {
+		clear(ops)
+		*opsp = ops[:0]
+		q.opSlices.Put(opsp)
+	}()
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		for i, op := range ops {
+			q.put(op)
+			fail(i, ErrClosed)
+		}
+		return errs
+	}
+	q.queue = append(q.queue, ops...)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	for i, op := range ops {
+		select {
+		case err := <-op.done:
+			q.put(op)
+			if err != nil {
+				fail(i, err)
+			}
+			continue
+		case <-ctx.Done():
+		}
+		// ctx ended: settle this write and every later one as Do would.
+		for j := i; j < len(ops); j++ {
+			if err := q.settle(ops[j], ctx.Err()); err != nil {
+				fail(j, err)
+			}
+		}
+		break
+	}
+	return errs
+}
+
+// settle returns the outcome of op, whose caller's ctx ended with cause:
+// its result when the writer already gave it, else whether it was taken.
+func (q *Queue[W]) settle(op *Op[W], cause error) error {
+	select {
+	case err := <-op.done:
+		q.put(op)
+		return err
+	default:
+	}
+	// op is not reused from here: the writer may still hold it.
+	if op.state.CompareAndSwap(queued, abandoned) {
+		return fmt.Errorf("not written: %w", cause)
+	}
+	return fmt.Errorf("%w (the write was under way and may still commit)", cause)
 }
 
 func (q *Queue[W]) put(op *Op[W]) {

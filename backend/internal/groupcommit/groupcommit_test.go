@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -112,4 +113,223 @@ func TestNewRefusesAnEmptyBatch(t *testing.T) {
 		}
 	}()
 	New(0, func([]*Op[int]) {})
+}
+
+// Under -race: callers mixing Do and DoAll; each write gets its own
+// outcome, is committed once, and in its caller's order.
+func TestDoAllEachWriteGetsItsOwnOutcome(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int][]int{}
+	q := New(8, func(batch []*Op[[2]int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range batch {
+			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
+			if op.W[1]%3 == 1 {
+				op.Err = fmt.Errorf("bad %d", op.W[1])
+			}
+		}
+	})
+	const callers, rounds = 12, 60
+	want := map[int]int{}
+	var wg sync.WaitGroup
+	for c := range callers {
+		n := 0
+		for r := range rounds {
+			n += 1 + (c+r)%20
+		}
+		want[c] = n
+		wg.Go(func() {
+			next := 0
+			for r := range rounds {
+				k := 1 + (c+r)%20 // up to 20 writes: beyond maxBatch
+				if k == 1 {
+					err := q.Do(context.Background(), [2]int{c, next})
+					if (next%3 == 1) != (err != nil) {
+						t.Errorf("caller %d write %d: %v", c, next, err)
+					}
+					next++
+					continue
+				}
+				ws := make([][2]int, k)
+				for i := range ws {
+					ws[i] = [2]int{c, next + i}
+				}
+				errs := q.DoAll(context.Background(), ws)
+				if errs != nil && len(errs) != k {
+					t.Errorf("caller %d: %d outcomes for %d writes", c, len(errs), k)
+					return
+				}
+				for i := range ws {
+					err := errAt(errs, i)
+					n := next + i
+					if (n%3 == 1) != (err != nil) || (err != nil && err.Error() != fmt.Sprint("bad ", n)) {
+						t.Errorf("caller %d write %d: %v", c, n, err)
+					}
+				}
+				next += k
+			}
+		})
+	}
+	wg.Wait()
+	q.Close()
+	for c := range callers {
+		if len(seen[c]) != want[c] {
+			t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen[c]), want[c])
+		}
+		for i, n := range seen[c] {
+			if n != i {
+				t.Fatalf("caller %d: commit order %v; want its call order", c, seen[c][:i+1])
+			}
+		}
+	}
+}
+
+// A DoAll whose ctx ends while the writer holds its first write: that one
+// is under way (and commits), the others are never written.
+func TestDoAllCancelledPartWay(t *testing.T) {
+	hold, started := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var committed []string
+	q := New(1, func(batch []*Op[string]) {
+		for _, op := range batch {
+			if op.W == "a" {
+				close(started)
+				<-hold
+			}
+			mu.Lock()
+			committed = append(committed, op.W)
+			mu.Unlock()
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan []error, 1)
+	go func() { done <- q.DoAll(ctx, []string{"a", "b", "c"}) }()
+	<-started // the writer took "a" alone (maxBatch 1): "b" and "c" wait
+	if n := q.Queued(); n != 2 {
+		t.Fatalf("%d writes queued; want 2", n)
+	}
+	cancel()
+	errs := <-done
+	if !errors.Is(errs[0], context.Canceled) || !strings.Contains(errs[0].Error(), "may still commit") {
+		t.Errorf("the write under way: %v", errs[0])
+	}
+	for i, err := range errs[1:] {
+		if !errors.Is(err, context.Canceled) || err.Error() != "not written: context canceled" {
+			t.Errorf("queued write %d: %v", i+1, err)
+		}
+	}
+	close(hold)
+	if errs := q.DoAll(context.Background(), []string{"d", "e"}); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	q.Close()
+	if fmt.Sprint(committed) != "[a d e]" {
+		t.Errorf("committed %v; want [a d e]", committed)
+	}
+}
+
+func TestDoAllCancelledBeforeQueuedOrClosed(t *testing.T) {
+	var mu sync.Mutex
+	var committed []string
+	q := New(4, func(batch []*Op[string]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range batch {
+			committed = append(committed, op.W)
+		}
+	})
+	if errs := q.DoAll(context.Background(), nil); len(errs) != 0 {
+		t.Errorf("DoAll of nothing: %v", errs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range q.DoAll(ctx, []string{"x", "y"}) {
+		if err == nil || err.Error() != "not written: context canceled" {
+			t.Errorf("DoAll with an ended ctx: %v", err)
+		}
+	}
+	q.Close()
+	errs := q.DoAll(context.Background(), []string{"z", "w"})
+	if len(errs) != 2 || !errors.Is(errs[0], ErrClosed) || !errors.Is(errs[1], ErrClosed) {
+		t.Errorf("DoAll after Close: %v; want ErrClosed for each", errs)
+	}
+	if len(committed) != 0 {
+		t.Errorf("committed %v; want nothing", committed)
+	}
+}
+
+// Under -race: DoAll calls cancelled at random points; a write reported
+// written was committed, one reported not written never was, and what was
+// committed is in each caller's order.
+func TestDoAllCancellationStress(t *testing.T) {
+	var mu sync.Mutex
+	committed := map[[2]int]int{} // write -> times committed
+	order := map[int][]int{}
+	q := New(5, func(batch []*Op[[2]int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range batch {
+			committed[op.W]++
+			order[op.W[0]] = append(order[op.W[0]], op.W[1])
+		}
+	})
+	const callers, rounds, k = 8, 40, 12
+	type outcome struct {
+		w   [2]int
+		err error
+	}
+	results := make([][]outcome, callers)
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for r := range rounds {
+				ws := make([][2]int, k)
+				for i := range ws {
+					ws[i] = [2]int{c, r*k + i}
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				if r%2 == 1 {
+					go cancel() // races the writer
+				}
+				errs := q.DoAll(ctx, ws)
+				for i := range ws {
+					results[c] = append(results[c], outcome{ws[i], errAt(errs, i)})
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	q.Close()
+	cancelled := 0
+	for c := range callers {
+		for _, o := range results[c] {
+			n := committed[o.w]
+			switch {
+			case n > 1:
+				t.Fatalf("write %v committed %d times", o.w, n)
+			case o.err == nil && n != 1:
+				t.Fatalf("write %v reported written but not committed", o.w)
+			case o.err != nil && strings.HasPrefix(o.err.Error(), "not written") && n != 0:
+				t.Fatalf("write %v reported not written but committed", o.w)
+			case o.err != nil:
+				cancelled++
+			}
+		}
+		for i := 1; i < len(order[c]); i++ {
+			if order[c][i] <= order[c][i-1] {
+				t.Fatalf("caller %d: commit order %v", c, order[c][:i+1])
+			}
+		}
+	}
+	t.Logf("%d of %d writes ended by their ctx", cancelled, callers*rounds*k)
+}
+
+// errAt is DoAll's outcome of write i: nil errs means all succeeded.
+func errAt(errs []error, i int) error {
+	if errs == nil {
+		return nil
+	}
+	return errs[i]
 }

@@ -307,6 +307,16 @@ func (s Pools) DeleteLease(ctx context.Context, id string) error {
 	return s.e.Check(s.fence.at(epoch).DeleteLease(ctx, id))
 }
 
+// DeleteLeases checks the epoch once and deletes ids through the store
+// fenced with it, in one batch when it can (pools.DeleteLeases).
+func (s Pools) DeleteLeases(ctx context.Context, ids []string) error {
+	epoch, err := s.e.Leading()
+	if err != nil {
+		return err
+	}
+	return s.e.Check(pools.DeleteLeases(ctx, s.fence.at(epoch), ids))
+}
+
 func (s Pools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
 	return s.plain.LoadLeases(ctx)
 }
@@ -332,6 +342,15 @@ func (s Grants) DeleteGrant(ctx context.Context, id string) error {
 		return err
 	}
 	return s.e.Check(s.fence.at(epoch).DeleteGrant(ctx, id))
+}
+
+// DeleteGrants is Pools.DeleteLeases for the grant records.
+func (s Grants) DeleteGrants(ctx context.Context, ids []string) error {
+	epoch, err := s.e.Leading()
+	if err != nil {
+		return err
+	}
+	return s.e.Check(backend.DeleteGrants(ctx, s.fence.at(epoch), ids))
 }
 
 func (s Grants) LoadGrants(ctx context.Context) (map[string][]byte, error) {

@@ -14,30 +14,37 @@ import (
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
-// deleteQueue deletes durable records of released grants in the background:
-// a release answers without waiting for its record's delete, which a
-// writer goroutine sends (up to inFlight at once). Grants (puts) stay
-// synchronous.
+// DeleteQueue deletes durable records of released grants in the background:
+// a release answers without waiting for its record's delete, which the
+// writer goroutine sends with the others queued meanwhile, in chunks of up
+// to chunkSize IDs, each one call of the batch delete function. Grants
+// (puts) stay synchronous.
 //
 // Why this is safe: a delete lost to a crash leaves a record of a grant that
 // was already released; the next daemon restores it as held until its TTL
 // runs out, so the component under-commits for at most one TTL and never
 // over-commits. A lost put would over-commit, which is why grants are never
-// deferred. close flushes the queue, so a clean shutdown loses nothing.
+// deferred. Close flushes the queue, so a clean shutdown loses nothing.
 type DeleteQueue struct {
 	what string // "pool lease", "grant": for the log
-	del  func(ctx context.Context, id string) error
-	log  *slog.Logger
+	// del deletes the records ids (pools.DeleteLeases,
+	// backend.DeleteGrants): one call per chunk, with the failures joined.
+	// It must not keep ids.
+	del func(ctx context.Context, ids []string) error
+	log *slog.Logger
 
 	mu      sync.Mutex
 	queue   []string
+	spare   []string // the previous batch's slice, reused
 	wake    chan struct{}
 	closed  bool
 	done    chan struct{}
 	timeout time.Duration
 }
 
-func NewDeleteQueue(what string, del func(context.Context, string) error, log *slog.Logger) *DeleteQueue {
+// NewDeleteQueue starts the writer of a queue whose deletes del writes, a
+// chunk of IDs per call.
+func NewDeleteQueue(what string, del func(ctx context.Context, ids []string) error, log *slog.Logger) *DeleteQueue {
 	q := &DeleteQueue{what: what, del: del, log: log, wake: make(chan struct{}, 1), done: make(chan struct{}), timeout: 5 * time.Second}
 	go q.run()
 	return q
@@ -52,7 +59,7 @@ func (q *DeleteQueue) Delete(ctx context.Context, id string) error {
 	q.mu.Lock()
 	if q.closed || len(q.queue) >= maxQueued {
 		q.mu.Unlock()
-		return q.del(ctx, id)
+		return q.del(ctx, []string{id})
 	}
 	q.queue = append(q.queue, id)
 	q.mu.Unlock()
@@ -63,35 +70,32 @@ func (q *DeleteQueue) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// inFlight bounds the deletes the writer has under way at once. They are
-// sent concurrently so that a backend with group commit writes a backlog in
-// one transaction or batch instead of one round trip each.
-const inFlight = 64
+// chunkSize bounds the deletes of one call of del, which share one
+// deadline. A store with a batch delete queues a chunk for its group
+// commit at once; another runs the chunk's deletes concurrently (see
+// pools.DeleteLeases), so that a backend with group commit still writes a
+// backlog in one transaction or batch instead of one round trip each.
+const chunkSize = 64
 
 func (q *DeleteQueue) run() {
 	defer close(q.done)
-	var wg sync.WaitGroup
 	for {
 		q.mu.Lock()
 		batch := q.queue
-		q.queue = nil
+		q.queue = q.spare
 		closed := q.closed
 		q.mu.Unlock()
-		// The deletes of a chunk run at once and share one deadline.
-		for chunk := range slices.Chunk(batch, inFlight) {
+		for chunk := range slices.Chunk(batch, chunkSize) {
 			ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-			for _, id := range chunk {
-				wg.Go(func() {
-					if err := q.del(ctx, id); err != nil {
-						// The record outlives its grant; its TTL (or the
-						// next restore) drops it.
-						q.log.Warn("could not delete the record of a released "+q.what, "id", id, "err", err)
-					}
-				})
+			if err := q.del(ctx, chunk); err != nil {
+				// The records outlive their grants; their TTL (or the
+				// next restore) drops them. err names the IDs.
+				q.log.Warn("could not delete the records of released "+q.what+"s; their TTL or the next restore drops them", "batch", len(chunk), "err", err)
 			}
-			wg.Wait()
 			cancel()
 		}
+		clear(batch)
+		q.spare = batch[:0]
 		if closed && len(batch) == 0 {
 			return
 		}
@@ -118,15 +122,18 @@ func (q *DeleteQueue) Close() {
 	<-q.done
 }
 
-// asyncDeleteStore wraps the backend's pool lease store so that releases do
-// not wait for their record's delete (see deleteQueue).
+// AsyncDeleteStore wraps the backend's pool lease store so that releases do
+// not wait for their record's delete (see DeleteQueue). Its deletes go to s,
+// in batches when s has DeleteLeases (pools.DeleteLeases).
 type AsyncDeleteStore struct {
 	pools.Store
 	q *DeleteQueue
 }
 
 func NewAsyncDeleteStore(s pools.Store, log *slog.Logger) *AsyncDeleteStore {
-	return &AsyncDeleteStore{Store: s, q: NewDeleteQueue("pool lease", s.DeleteLease, log)}
+	return &AsyncDeleteStore{Store: s, q: NewDeleteQueue("pool lease", func(ctx context.Context, ids []string) error {
+		return pools.DeleteLeases(ctx, s, ids)
+	}, log)}
 }
 
 // DeleteLease queues the delete and returns at once.
