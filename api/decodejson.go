@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rpdhq/rpd/internal/ascii"
 )
 
 // The answers of the hot path (the Lease an acquire or heartbeat answers,
@@ -404,30 +406,11 @@ func (s *jsonScanner) unknown(key []byte, known []string) bool {
 		}
 	}
 	for _, k := range known {
-		if asciiEqualFold(key, k) {
+		if ascii.EqualFold(key, k) {
 			return false
 		}
 	}
 	return s.skip(0)
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // skip scans any value, checking it as encoding/json's scanner does.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rpdhq/rpd/internal/ascii"
+
 	"github.com/rpdhq/rpd/api"
 )
 
@@ -293,43 +295,24 @@ func readHeader(br *bufio.Reader) (header, error) {
 		}
 		value = bytes.TrimSpace(value)
 		switch {
-		case asciiEqualFold(name, "Content-Length"):
+		case ascii.EqualFold(name, "Content-Length"):
 			n, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || n < 0 {
 				return h, fmt.Errorf("read the answer's header: bad Content-Length %q", value)
 			}
 			h.length = n
-		case asciiEqualFold(name, "Transfer-Encoding"):
-			if !asciiEqualFold(value, "chunked") {
+		case ascii.EqualFold(name, "Transfer-Encoding"):
+			if !ascii.EqualFold(value, "chunked") {
 				return h, fmt.Errorf("read the answer's header: unsupported Transfer-Encoding %q", value)
 			}
 			h.chunked = true
-		case asciiEqualFold(name, "Connection"):
-			h.close = h.close || asciiEqualFold(value, "close")
-		case asciiEqualFold(name, api.LeaderHeader):
+		case ascii.EqualFold(name, "Connection"):
+			h.close = h.close || ascii.EqualFold(value, "close")
+		case ascii.EqualFold(name, api.LeaderHeader):
 			h.leader = string(value)
 		}
 	}
 	return h, errors.New("read the answer's header: more than 256 lines")
-}
-
-func asciiEqualFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range len(b) {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // readBody reads the answer's body into buf, at most maxAnswerBytes; keep

@@ -36,8 +36,9 @@ var (
 // internal/open is the composition root of the backends; the daemon wires
 // everything below it; cmd/rpd sits on top.
 var rules = map[string]rule{
-	"api":                          {},
-	"client":                       {rpd: []string{"api"}},
+	"api":                          {rpd: []string{"internal/ascii"}},
+	"client":                       {rpd: []string{"api", "internal/ascii"}},
+	"internal/ascii":               {},
 	"runtime/fatjob":               {},
 	"runtime/fleet":                {},
 	"runtime/ledger":               {},
