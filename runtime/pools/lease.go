@@ -78,6 +78,11 @@ func (l *Lease) TTL() time.Duration {
 func (l *Lease) ID() string {
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
+	return l.idLocked()
+}
+
+// idLocked returns l's ID, made first if it has none yet.
+func (l *Lease) idLocked() string {
 	if l.ext == nil {
 		l.ext = &leaseExt{}
 	}
@@ -93,12 +98,7 @@ func (l *Lease) ID() string {
 func (l *Lease) Record() LeaseRecord {
 	l.p.mu.Lock()
 	defer l.p.mu.Unlock()
-	if l.ext == nil {
-		l.ext = &leaseExt{}
-	}
-	if l.ext.id == "" {
-		l.p.assignIDLocked(l)
-	}
+	l.idLocked()
 	return l.recordLocked()
 }
 
