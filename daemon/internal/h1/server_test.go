@@ -63,12 +63,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 // them; heads lists the answers (by index) to HEAD requests.
 func raw(t *testing.T, addr, req string, n int, heads ...int) []*http.Response {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dial(t, addr)
 	if _, err := io.WriteString(c, req); err != nil {
 		t.Fatal(err)
 	}
@@ -91,6 +86,18 @@ func raw(t *testing.T, addr, req string, n int, heads ...int) []*http.Response {
 		out = append(out, resp)
 	}
 	return out
+}
+
+// dial connects to addr for the rest of the test, with a 10 s deadline.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
 }
 
 func bodyOf(r *http.Response) string { b, _ := io.ReadAll(r.Body); return string(b) }
@@ -176,12 +183,7 @@ func TestHTTP10(t *testing.T) {
 
 func TestExpectContinue(t *testing.T) {
 	addr := serve(t, &Server{Handler: http.HandlerFunc(echo)})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dial(t, addr)
 	io.WriteString(c, "POST /e HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
 	br := bufio.NewReader(c)
 	line, err := br.ReadString('\n')
@@ -239,12 +241,7 @@ func TestBadRequestsAreAnsweredAndClosed(t *testing.T) {
 
 func TestPanicClosesTheConnectionOnly(t *testing.T) {
 	addr := serve(t, &Server{Handler: http.HandlerFunc(echo)})
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dial(t, addr)
 	io.WriteString(c, "GET /panic HTTP/1.1\r\nHost: h\r\n\r\n")
 	if _, err := http.ReadResponse(bufio.NewReader(c), nil); err == nil {
 		t.Fatal("a panicking handler's request was answered")
@@ -347,12 +344,7 @@ func TestWatchKeepsThePipelinedByte(t *testing.T) {
 		echo(w, r)
 	})}
 	addr := serve(t, s)
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	c := dial(t, addr)
 	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n")
 	time.Sleep(2 * reapEvery) // the watch is reading by now
 	io.WriteString(c, "GET /next HTTP/1.1\r\nHost: h\r\n\r\n")
