@@ -51,6 +51,8 @@ type conn struct {
 	gone     bool          // the watch saw the client close or fail
 
 	hdr     []byte   // the request head being read
+	req     request  // the request under way
+	body    body     // its body's reader
 	scratch [20]byte // for numbers written into the head
 }
 

@@ -30,8 +30,8 @@ func FuzzParseHead(f *testing.F) {
 		if n < 0 || !strings.HasSuffix(head, "\n\n") && !strings.HasSuffix(head, "\n\r\n") {
 			return
 		}
-		q, perr := parseHead(head, n)
-		if perr != nil {
+		q := &request{}
+		if perr := q.parse(head, n); perr != nil {
 			if perr.status == 0 {
 				t.Fatalf("a parse error without a status: %v", perr)
 			}

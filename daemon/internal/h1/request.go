@@ -40,7 +40,8 @@ func bad(status int, format string, args ...any) *parseError {
 	return &parseError{status: status, text: fmt.Sprintf(format, args...)}
 }
 
-// readRequest reads one request head. Its strings share one allocation.
+// readRequest reads one request head into c.req (reused: nothing keeps it
+// past its handler). Its strings share one allocation.
 func (c *conn) readRequest() (*request, *parseError) {
 	limit := c.s.MaxHeaderBytes
 	if limit <= 0 {
@@ -69,22 +70,25 @@ func (c *conn) readRequest() (*request, *parseError) {
 			break
 		}
 	}
-	return parseHead(string(c.hdr), lines-2)
+	c.req = request{}
+	if perr := c.req.parse(string(c.hdr), lines-2); perr != nil {
+		return nil, perr
+	}
+	return &c.req, nil
 }
 
-// parseHead parses a request head: the request line, n header lines and
-// the empty line, each ended by "\n" or "\r\n".
-func parseHead(head string, n int) (*request, *parseError) {
+// parse parses a request head into q: the request line, n header lines
+// and the empty line, each ended by "\n" or "\r\n".
+func (q *request) parse(head string, n int) *parseError {
 	line, rest := cutLine(head)
-	q := &request{}
 	var ok bool
 	q.method, line, ok = strings.Cut(line, " ")
 	if !ok {
-		return nil, bad(http.StatusBadRequest, "malformed HTTP request %q", line)
+		return bad(http.StatusBadRequest, "malformed HTTP request %q", line)
 	}
 	q.target, q.proto, ok = strings.Cut(line, " ")
 	if !ok || !validMethod(q.method) || q.target == "" || strings.ContainsAny(q.target, " \t\x00") {
-		return nil, bad(http.StatusBadRequest, "malformed HTTP request %q", head[:min(len(head), 80)])
+		return bad(http.StatusBadRequest, "malformed HTTP request %q", head[:min(len(head), 80)])
 	}
 	switch q.proto {
 	case "HTTP/1.1":
@@ -94,16 +98,16 @@ func parseHead(head string, n int) (*request, *parseError) {
 	default:
 		major, minor, ok := http.ParseHTTPVersion(q.proto)
 		if !ok {
-			return nil, bad(http.StatusBadRequest, "malformed HTTP version %q", q.proto)
+			return bad(http.StatusBadRequest, "malformed HTTP version %q", q.proto)
 		}
 		if major != 1 {
-			return nil, bad(http.StatusHTTPVersionNotSupported, "unsupported HTTP version %q", q.proto)
+			return bad(http.StatusHTTPVersionNotSupported, "unsupported HTTP version %q", q.proto)
 		}
 		q.major, q.minor = major, minor
 	}
 	u, err := url.ParseRequestURI(q.target)
 	if err != nil {
-		return nil, bad(http.StatusBadRequest, "malformed request URI: %v", err)
+		return bad(http.StatusBadRequest, "malformed request URI: %v", err)
 	}
 	q.url = u
 
@@ -114,11 +118,11 @@ func parseHead(head string, n int) (*request, *parseError) {
 		line, rest = cutLine(rest)
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || !validToken(k) {
-			return nil, bad(http.StatusBadRequest, "malformed MIME header line: %q", line[:min(len(line), 80)])
+			return bad(http.StatusBadRequest, "malformed MIME header line: %q", line[:min(len(line), 80)])
 		}
 		v = strings.Trim(v, " \t")
 		if !validValue(v) {
-			return nil, bad(http.StatusBadRequest, "invalid header value for %q", k)
+			return bad(http.StatusBadRequest, "invalid header value for %q", k)
 		}
 		k = textproto.CanonicalMIMEHeaderKey(k)
 		if old, seen := h[k]; seen {
@@ -129,7 +133,7 @@ func parseHead(head string, n int) (*request, *parseError) {
 		h[k] = vs[i : i+1 : i+1]
 	}
 	q.header = h
-	return q, q.check()
+	return q.check()
 }
 
 // cutLine returns s's first line without its "\r\n" or "\n", and the rest.
@@ -238,7 +242,8 @@ func (q *request) httpRequest(ctx context.Context, c *conn) *http.Request {
 		Close:      q.close,
 	}
 	if q.contentLength != 0 {
-		q.body = &body{c: c, remaining: q.contentLength, expect: q.minor >= 1 && q.header["Expect"] != nil}
+		c.body = body{c: c, remaining: q.contentLength, expect: q.minor >= 1 && q.header["Expect"] != nil}
+		q.body = &c.body
 		if q.contentLength < 0 {
 			q.body.chunked = httputil.NewChunkedReader(c.br)
 			r.TransferEncoding = []string{"chunked"}
