@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -57,6 +58,26 @@ func FuzzParseHead(f *testing.F) {
 		}
 		if q.close != r.Close {
 			t.Fatalf("%q: close %v, net/http %v", head, q.close, r.Close)
+		}
+	})
+}
+
+// FuzzPlainURL holds the fast path to url.ParseRequestURI.
+func FuzzPlainURL(f *testing.F) {
+	for _, s := range []string{"/", "/v1/pools/db/acquire", "/a?b=c&d", "/a?", "//x/y", "/a%2Fb", "/é", "/a b", "/a?b c", "*", "http://h/p"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, target string) {
+		u, ok := plainURL(target)
+		if !ok {
+			return
+		}
+		want, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatalf("%q: plain, but ParseRequestURI refuses it: %v", target, err)
+		}
+		if *u != *want {
+			t.Fatalf("%q: %#v, ParseRequestURI %#v", target, *u, *want)
 		}
 	})
 }

@@ -105,9 +105,12 @@ func (q *request) parse(head string, n int) *parseError {
 		}
 		q.major, q.minor = major, minor
 	}
-	u, err := url.ParseRequestURI(q.target)
-	if err != nil {
-		return bad(http.StatusBadRequest, "malformed request URI: %v", err)
+	u, ok := plainURL(q.target)
+	if !ok {
+		var err error
+		if u, err = url.ParseRequestURI(q.target); err != nil {
+			return bad(http.StatusBadRequest, "malformed request URI: %v", err)
+		}
 	}
 	q.url = u
 
@@ -134,6 +137,38 @@ func (q *request) parse(head string, n int) *parseError {
 	}
 	q.header = h
 	return q.check()
+}
+
+// plainURL is url.ParseRequestURI's result for the common target: a path
+// of characters that need no escaping and an optional non-empty query of
+// printable ASCII. false: parse it the long way.
+func plainURL(target string) (*url.URL, bool) {
+	if target == "" || target[0] != '/' {
+		return nil, false
+	}
+	path, query, hasQuery := strings.Cut(target, "?")
+	if hasQuery && query == "" {
+		return nil, false // url.URL.ForceQuery
+	}
+	for i := 0; i < len(path); i++ {
+		if !isPathByte(path[i]) {
+			return nil, false
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c < 0x21 || c > 0x7e {
+			return nil, false
+		}
+	}
+	return &url.URL{Path: path, RawQuery: query}, true
+}
+
+// isPathByte: a byte url.URL keeps unescaped in a path.
+func isPathByte(c byte) bool {
+	if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+		return true
+	}
+	return strings.IndexByte("-._~/$&+,;=:@", c) >= 0
 }
 
 // cutLine returns s's first line without its "\r\n" or "\n", and the rest.
