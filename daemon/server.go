@@ -75,7 +75,7 @@ func (d *Daemon) middleware(mux *http.ServeMux, next http.Handler) http.Handler 
 		if r.ContentLength != 0 {
 			deadline = time.Now().Add(d.opts.BodyReadTimeout)
 		}
-		_ = http.NewResponseController(w).SetReadDeadline(deadline)
+		httpapi.SetReadDeadline(w, deadline)
 		creds := d.creds.Load()
 		if creds.Open() && d.audit == nil {
 			// Anonymous is the admin on every route, and no audit line

@@ -33,8 +33,9 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 		http.Error(w, `{"error":{"code":"internal","message":"cannot encode the response"}}`, http.StatusInternalServerError)
 		return err
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, err = w.Write(buf.Bytes())
 	return err
@@ -83,6 +84,10 @@ func NotFound(format string, args ...any) *Error {
 	return &Error{Status: http.StatusNotFound, Code: api.CodeNotFound, Msg: fmt.Sprintf(format, args...)}
 }
 
+// jsonContentType is every JSON answer's Content-Type value, shared (never
+// modified) so that an answer does not allocate it.
+var jsonContentType = []string{"application/json"}
+
 // Decode reads the JSON body of r into v: at most api.MaxBodyBytes within
 // the body read timeout, no unknown fields, no key twice in one object, no
 // string over api.MaxIDBytes, exactly one value. An empty body decodes as
@@ -94,8 +99,25 @@ func Decode(w http.ResponseWriter, r *http.Request, v any) error {
 		w.Header().Set("Connection", "close") // the rest of the body is not worth waiting for
 		return err
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	SetReadDeadline(w, time.Time{})
 	return err
+}
+
+// SetReadDeadline is http.ResponseController's SetReadDeadline (through
+// the wrappers' Unwrap) without allocating the controller: it runs on
+// every request.
+func SetReadDeadline(w http.ResponseWriter, t time.Time) {
+	for {
+		switch x := w.(type) {
+		case interface{ SetReadDeadline(time.Time) error }:
+			_ = x.SetReadDeadline(t)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
+	}
 }
 
 // DecodeBody is Decode without the ResponseWriter, for the fuzz target.
