@@ -33,10 +33,10 @@ const (
 	writeTimeout = (api.MaxWaitSeconds + 30) * time.Second
 )
 
-// apiServer is the server of the API and the listener it serves: package
+// newAPIServer is the server of the API and the listener it serves: package
 // h1 over plain connections (the hot path's cost; see its doc), net/http
 // over TLS (HTTP/2, client certificates).
-func (d *Daemon) apiServer(baseCtx context.Context) (apiServer, net.Listener) {
+func (d *Daemon) newAPIServer(baseCtx context.Context) (apiServer, net.Listener) {
 	if d.tls == nil {
 		return &h1.Server{
 			Handler:           d.handler,

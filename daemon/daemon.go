@@ -361,7 +361,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	baseCtx, baseCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer baseCancel()
-	srv, ln := d.apiServer(baseCtx)
+	srv, ln := d.newAPIServer(baseCtx)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 

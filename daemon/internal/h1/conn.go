@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +152,8 @@ func (c *conn) startWatch() {
 		if n > 0 {
 			c.peeked = append(c.peeked[:0], b[0])
 		}
-		if err != nil && !errors.Is(err, errWatchStopped) && !isTimeout(err) {
+		// A timeout is stopWatch's deadline: the client is still there.
+		if err != nil && !isTimeout(err) {
 			c.gone = true
 			if c.cancel != nil {
 				c.cancel()
@@ -159,8 +161,6 @@ func (c *conn) startWatch() {
 		}
 	}()
 }
-
-var errWatchStopped = errors.New("watch stopped")
 
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -285,7 +285,7 @@ func (c *conn) writeError(e *parseError) {
 	w.WriteString("Content-Type: ")
 	w.WriteString(ct)
 	w.WriteString("\r\nContent-Length: ")
-	w.Write(appendInt(nil, int64(len(body))))
+	w.Write(strconv.AppendInt(c.scratch[:0], int64(len(body)), 10))
 	w.WriteString("\r\nConnection: close\r\n")
 	w.Write(c.s.dateLine())
 	w.WriteString("\r\n")

@@ -281,5 +281,3 @@ func statusLine(code int) string {
 	}
 	return strconv.Itoa(code) + " " + text + "\r\n"
 }
-
-func appendInt(b []byte, n int64) []byte { return strconv.AppendInt(b, n, 10) }
