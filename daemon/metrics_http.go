@@ -31,6 +31,9 @@ type observability struct {
 	// deleted, so a cached one is the vector's.
 	routes children[string, *routeObs]
 	ops    children[string, *opObs]
+
+	// writers recycles observe's statusWriters (one per request).
+	writers sync.Pool
 }
 
 // routeObs are the series of one route pattern.
@@ -148,13 +151,20 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 	o := d.metrics.obs
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		sw, _ := o.writers.Get().(*statusWriter)
+		if sw == nil {
+			sw = new(statusWriter)
+		}
+		*sw = statusWriter{ResponseWriter: w, code: http.StatusOK}
 		next.ServeHTTP(sw, r)
 		took := time.Since(start)
 		routed := r
 		if sw.routed != nil {
 			routed = sw.routed
 		}
+		code := sw.code
+		*sw = statusWriter{} // the handler returned: nothing uses it now
+		o.writers.Put(sw)
 		route := routed.Pattern
 		local := route != ""
 		if !local {
@@ -164,7 +174,6 @@ func (d *Daemon) observe(mux *http.ServeMux, next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		ro := o.route(route)
-		code := sw.code
 		ro.codes.get(code, func() prometheus.Counter { return o.requests.WithLabelValues(route, strconv.Itoa(code)) }).Inc()
 		ro.latency.Observe(took.Seconds())
 		if ro.grantKind != "" && local && code == http.StatusOK {

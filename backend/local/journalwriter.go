@@ -75,6 +75,13 @@ type journal struct {
 	// them without reading the file back.
 	pending   []pendRec
 	pendStart int64
+	// applyMu serializes applyJournal (the applier's ticks, drainJournal
+	// on the group commit's writer) and guards the buffers it reuses, so
+	// that applying allocates nothing per record.
+	applyMu sync.Mutex
+	recs    []jrec       // the records taken from pending
+	last    map[jkey]int // applyRecords: each record's last write
+	dels    [2][]string  // applyRecords: the IDs of lease and grant deletes
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
 	// spareMu is held while a spare is created or taken, and by the
@@ -817,22 +824,46 @@ func (b *Backend) drainJournal(ctx context.Context) error {
 // it finished: their rows go in a synchronous=FULL transaction and their
 // files after it.
 func (b *Backend) applyJournal(ctx context.Context) error {
+	b.j.applyMu.Lock()
+	defer b.j.applyMu.Unlock()
+	return b.applyJournalLocked(ctx)
+}
+
+// dropPending removes the first n records of pending, moving the rest to
+// the front so that its array is reused instead of left behind. b.j.mu is
+// held.
+func (b *Backend) dropPending(n int) {
+	rest := copy(b.j.pending, b.j.pending[n:])
+	clear(b.j.pending[rest:])
+	b.j.pending = b.j.pending[:rest]
+}
+
+// applyJournalLocked is applyJournal with b.j.applyMu held.
+func (b *Backend) applyJournalLocked(ctx context.Context) error {
 	b.j.mu.Lock()
 	own, confirmed := b.j.own, b.j.confirmed
 	pendStart := b.j.pendStart
-	pending := b.j.pending[:min(len(b.j.pending), maxApply)]
-	b.j.pending = b.j.pending[len(pending):]
-	if len(pending) > 0 {
-		b.j.pendStart = pending[len(pending)-1].end
+	n := min(len(b.j.pending), maxApply)
+	recs := b.j.recs[:0]
+	var pendEnd int64
+	for i := range n {
+		recs = append(recs, b.j.pending[i].rec)
+	}
+	if n > 0 {
+		pendEnd = b.j.pending[n-1].end
+		b.j.pendStart = pendEnd
+		b.dropPending(n)
 	}
 	more := len(b.j.pending) > 0
 	b.j.mu.Unlock()
 	defer func() {
+		clear(recs) // no references kept until the next apply
+		b.j.recs = recs[:0]
 		if more {
 			b.wakeApplier()
 		}
 	}()
-	if own == (segKey{}) && len(pending) == 0 {
+	if own == (segKey{}) && len(recs) == 0 {
 		// Not writing here (a standby, the CLI): take the file's write
 		// lock only when a segment is left to apply or to seal.
 		if b.st.journalCheck.s == nil {
@@ -862,17 +893,13 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 			return err
 		}
 		for _, s := range segs {
-			if s.segKey == own && s.applied == pendStart && len(pending) > 0 && s.sealed < 0 {
+			if s.segKey == own && s.applied == pendStart && len(recs) > 0 && s.sealed < 0 {
 				// The usual case: this process's confirmed records, from
 				// memory, the last write of each record only.
-				recs := make([]jrec, len(pending))
-				for i := range pending {
-					recs[i] = pending[i].rec
-				}
 				if err := b.applyRecords(ctx, tx, recs); err != nil {
 					return err
 				}
-				if _, err := tx.ExecContext(ctx, `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`, pending[len(pending)-1].end, b.stack, s.epoch, s.seq); err != nil {
+				if _, err := tx.ExecContext(ctx, `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`, pendEnd, b.stack, s.epoch, s.seq); err != nil {
 					return err
 				}
 				continue
@@ -935,7 +962,7 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 			for i < len(b.j.pending) && b.j.pending[i].end <= ownApplied {
 				i++
 			}
-			b.j.pending = b.j.pending[i:]
+			b.dropPending(i)
 			if i > 0 {
 				b.j.pendStart = ownApplied
 			}
@@ -964,7 +991,7 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 		if err := b.resolveSeals(ctx); err != nil {
 			return err
 		}
-		return b.applyJournal(ctx)
+		return b.applyJournalLocked(ctx)
 	}
 	return nil
 }
@@ -995,20 +1022,23 @@ func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit 
 // applyRecords applies recs in tx: only the last write of each record, and
 // the deletes of each table in one statement (a lease granted and released
 // since the last apply is one ID in it).
+// b.j.applyMu is held.
 func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
-	type key struct {
-		grant bool
-		id    string
+	if b.j.last == nil {
+		b.j.last = make(map[jkey]int, maxApply)
 	}
-	last := make(map[key]int, len(recs))
+	last := b.j.last
+	defer clear(last)
+	for i := range recs {
+		last[recs[i].key()] = i
+	}
+	leaseDels, grantDels := b.j.dels[0][:0], b.j.dels[1][:0]
+	defer func() {
+		b.j.dels = [2][]string{clearStrings(leaseDels), clearStrings(grantDels)}
+	}()
 	for i := range recs {
 		r := &recs[i]
-		last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] = i
-	}
-	var leaseDels, grantDels []string
-	for i := range recs {
-		r := &recs[i]
-		if last[key{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}] != i {
+		if last[r.key()] != i {
 			continue
 		}
 		switch {
@@ -1055,6 +1085,22 @@ func (b *Backend) applyRecord(ctx context.Context, tx *sql.Tx, r *jrec) error {
 		_, err = b.st.deleteGrant.tx(ctx, tx).exec(ctx, b.stack, r.id)
 	}
 	return err
+}
+
+// clearStrings empties s, keeping its array and no references.
+func clearStrings(s []string) []string {
+	clear(s)
+	return s[:0]
+}
+
+// jkey names the record a journal record writes: a pool lease or a grant.
+type jkey struct {
+	grant bool
+	id    string
+}
+
+func (r *jrec) key() jkey {
+	return jkey{r.kind == kindPutGrant || r.kind == kindDeleteGrant, r.id}
 }
 
 // records is the stack's grant records as a reader sees them: the SQLite

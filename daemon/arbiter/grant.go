@@ -44,11 +44,11 @@ type grantKind[G any] struct {
 func grant[G any](ctx context.Context, a *Arbiter, latch string, k grantKind[G]) (G, error) {
 	var zero G
 	if latch != "" {
-		unlock, err := a.requests.Lock(ctx, latch)
+		held, err := a.requests.Lock(ctx, latch)
 		if err != nil {
 			return zero, err
 		}
-		defer unlock()
+		defer held.Unlock()
 		if g, owner, what, ok := k.existing(); ok {
 			if err := security.HolderOnly(ctx, what, owner); err != nil {
 				return zero, err

@@ -23,6 +23,25 @@ type request struct {
 	contentLength         int64 // -1: chunked
 	close                 bool
 	body                  *body // nil: none
+
+	// reuse is what parse and httpRequest fill again for the next request
+	// of the connection instead of allocating it: nothing keeps a request
+	// past its handler.
+	reuse struct {
+		header http.Header
+		values []string
+		url    url.URL
+		http   http.Request
+	}
+}
+
+// reset empties q for the next request, keeping what it reuses.
+func (q *request) reset() {
+	reuse := q.reuse
+	clear(reuse.header)
+	clear(reuse.values)
+	*q = request{}
+	q.reuse = reuse
 }
 
 // parseError is a request that cannot be served: status 0 closes the
@@ -70,7 +89,7 @@ func (c *conn) readRequest() (*request, *parseError) {
 			break
 		}
 	}
-	c.req = request{}
+	c.req.reset()
 	if perr := c.req.parse(string(c.hdr), lines-2); perr != nil {
 		return nil, perr
 	}
@@ -105,18 +124,26 @@ func (q *request) parse(head string, n int) *parseError {
 		}
 		q.major, q.minor = major, minor
 	}
-	u, ok := plainURL(q.target)
-	if !ok {
-		var err error
-		if u, err = url.ParseRequestURI(q.target); err != nil {
+	if plainURL(&q.reuse.url, q.target) {
+		q.url = &q.reuse.url
+	} else {
+		u, err := url.ParseRequestURI(q.target)
+		if err != nil {
 			return bad(http.StatusBadRequest, "malformed request URI: %v", err)
 		}
+		q.url = u
 	}
-	q.url = u
 
 	// One []string backing all values: most keys appear once.
-	vs := make([]string, n)
-	h := make(http.Header, n)
+	if cap(q.reuse.values) < n {
+		q.reuse.values = make([]string, n)
+	}
+	vs := q.reuse.values[:n]
+	h := q.reuse.header
+	if h == nil {
+		h = make(http.Header, n)
+		q.reuse.header = h
+	}
 	for i := 0; i < n; i++ {
 		line, rest = cutLine(rest)
 		k, v, ok := strings.Cut(line, ":")
@@ -139,28 +166,29 @@ func (q *request) parse(head string, n int) *parseError {
 	return q.check()
 }
 
-// plainURL is url.ParseRequestURI's result for the common target: a path
-// of characters that need no escaping and an optional non-empty query of
-// printable ASCII. false: parse it the long way.
-func plainURL(target string) (*url.URL, bool) {
+// plainURL sets *u to url.ParseRequestURI's result for the common target:
+// a path of characters that need no escaping and an optional non-empty
+// query of printable ASCII. false: parse it the long way.
+func plainURL(u *url.URL, target string) bool {
 	if target == "" || target[0] != '/' {
-		return nil, false
+		return false
 	}
 	path, query, hasQuery := strings.Cut(target, "?")
 	if hasQuery && query == "" {
-		return nil, false // url.URL.ForceQuery
+		return false // url.URL.ForceQuery
 	}
 	for i := 0; i < len(path); i++ {
 		if !isPathByte(path[i]) {
-			return nil, false
+			return false
 		}
 	}
 	for i := 0; i < len(query); i++ {
 		if c := query[i]; c < 0x21 || c > 0x7e {
-			return nil, false
+			return false
 		}
 	}
-	return &url.URL{Path: path, RawQuery: query}, true
+	*u = url.URL{Path: path, RawQuery: query}
+	return true
 }
 
 // isPathByte: a byte url.URL keeps unescaped in a path.
@@ -286,7 +314,9 @@ func (q *request) httpRequest(ctx context.Context, c *conn) *http.Request {
 		r.Body = q.body
 	}
 	r.ContentLength = q.contentLength
-	return r.WithContext(ctx)
+	// WithContext is inlined: its copy stays on the stack.
+	q.reuse.http = *r.WithContext(ctx)
+	return &q.reuse.http
 }
 
 // body reads a request's body from the connection's reader.
