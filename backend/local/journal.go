@@ -281,6 +281,29 @@ func fillZeros(f *os.File, from, to int64) error {
 	return nil
 }
 
+// fillZerosPaced is fillZeros a chunk (256 KiB) at a time, each synced
+// and followed by a pause of fillPause, so that the disk serves other
+// syncs between them.
+func fillZerosPaced(f *os.File, from, to int64) error {
+	for off := from; off < to; {
+		n := min(int64(len(zeros)), to-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		if err := datasync(f); err != nil {
+			return err
+		}
+		off += n
+		time.Sleep(fillPause)
+	}
+	return nil
+}
+
+// fillPause is the pause between two chunks of fillZerosPaced: a spare
+// segment (32 chunks) takes about 100 ms to prepare, ahead of the writer
+// by the half segment it still has to fill.
+const fillPause = 2 * time.Millisecond
+
 // syncDir makes a directory entry created or removed in dir durable.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
