@@ -45,13 +45,21 @@ type recordWrite struct {
 	// rec is the journal record of a fenced write (epoch != 0), which goes
 	// to the grant journal (journalwriter.go) instead of st.
 	rec jrec
+	// then, for a write queued without waiting (QueueDeleteLease), gets
+	// its outcome on the writer goroutine.
+	then func(error)
 }
 
 type recordOp = groupcommit.Op[recordWrite]
 
 // writeRecord queues one unfenced write and waits for its outcome.
 func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, args ...any) error {
-	err := b.records.Do(ctx, recordWrite{verb: verb, id: id, st: st, args: args})
+	return b.recordErr(verb, id, b.records.Do(ctx, recordWrite{verb: verb, id: id, st: st, args: args}))
+}
+
+// recordErr is the error a record write of verb on id returns: nil, or err
+// naming them.
+func (b *Backend) recordErr(verb, id string, err error) error {
 	if errors.Is(err, groupcommit.ErrClosed) {
 		err = errors.New("the backend is closed; open it again")
 	}
@@ -61,20 +69,21 @@ func (b *Backend) writeRecord(ctx context.Context, verb, id string, st *stmt, ar
 	return nil
 }
 
+// finishQueued tells a write queued without waiting its outcome (the group
+// commit's writer goroutine runs it).
+func (b *Backend) finishQueued(w recordWrite, err error) {
+	if w.then != nil {
+		w.then(b.recordErr(w.verb, w.id, err))
+	}
+}
+
 // writeJournaled queues one fenced write for the grant journal and waits
 // for its outcome.
 func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, r jrec) error {
 	if epoch == 0 {
 		return fmt.Errorf("%s %s of stack %s: a journaled write needs a leader epoch", verb, r.id, b.stack)
 	}
-	err := b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r})
-	if errors.Is(err, groupcommit.ErrClosed) {
-		err = errors.New("the backend is closed; open it again")
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s of stack %s in %s: %w", verb, r.id, b.stack, b.path, err)
-	}
-	return nil
+	return b.recordErr(verb, r.id, b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r}))
 }
 
 // writeAll queues ws (one verb, "delete pool lease" or "delete grant")

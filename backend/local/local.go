@@ -50,6 +50,9 @@ type Backend struct {
 	st  stmts
 	// records writes the grant records by group commit (commit.go).
 	records *groupcommit.Queue[recordWrite]
+	// queued tells a write queued by a QueueDelete... method its outcome
+	// (b.finishQueued, made once: a method value allocates).
+	queued func(recordWrite, error)
 	// j is the grant journal of fenced writes (journalwriter.go).
 	j journal
 }
@@ -117,6 +120,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	b.prepareStmts(ctx)
 	b.startJournal()
 	b.records = groupcommit.New(maxBatch, b.commitRecords)
+	b.queued = b.finishQueued
 	return b, nil
 }
 

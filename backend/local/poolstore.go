@@ -46,6 +46,23 @@ func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	return s.b.writeJournaled(ctx, "delete pool lease", s.epoch, jrec{kind: kindDeleteLease, id: leaseID})
 }
 
+// QueueDeleteLease queues DeleteLease(leaseID) for the group commit and
+// returns at once, so that a release does not wait for its record: the
+// delete is written after every write of this process queued before it,
+// and done (nil: nobody is told) gets what DeleteLease would have
+// returned, on the group commit's writer goroutine (it must be quick and
+// must not write records). It always queues: true.
+func (s *PoolStore) QueueDeleteLease(leaseID string, done func(error)) bool {
+	w := recordWrite{verb: "delete pool lease", id: leaseID, then: done}
+	if s.epoch == 0 {
+		w.st, w.args = &s.b.st.deleteLease, []any{s.b.stack, leaseID}
+	} else {
+		w.epoch, w.rec = s.epoch, jrec{kind: kindDeleteLease, id: leaseID}
+	}
+	s.b.records.Go(w, s.b.queued)
+	return true
+}
+
 // DeleteLeases removes the records ids, as DeleteLease each, queued for
 // the group commit at once (one lock and one wake-up of its writer instead
 // of one per delete). It returns once every delete was written, with the

@@ -172,7 +172,7 @@ func (a *Arbiter) Restore(ctx context.Context, ro pools.RestoreOptions) error {
 // backend faults with them). Set them only while no request is in flight.
 func (a *Arbiter) LeaseStore() pools.Store            { return a.leaseStore.Store }
 func (a *Arbiter) GrantStore() backend.GrantStore     { return a.grants.store }
-func (a *Arbiter) SetLeaseStore(s pools.Store)        { a.leaseStore.Store = s }
+func (a *Arbiter) SetLeaseStore(s pools.Store)        { a.leaseStore.SetStore(s) }
 func (a *Arbiter) SetGrantStore(s backend.GrantStore) { a.grants.store = s }
 
 // Sweep removes the components dropped from the configuration that have

@@ -113,6 +113,29 @@ func (o observedPools) DeleteLeases(ctx context.Context, ids []string) (err erro
 	return pools.DeleteLeases(ctx, o.s, ids)
 }
 
+// queueDeleter is a pool lease store that can queue a delete and return
+// at once (backend/local's PoolStore).
+type queueDeleter interface {
+	QueueDeleteLease(id string, done func(error)) bool
+}
+
+// QueueDeleteLease queues the delete in the store when it can, observed as
+// "pools.delete_lease" from the call to its outcome; false when the store
+// cannot queue (nothing was done).
+func (o observedPools) QueueDeleteLease(id string, done func(error)) bool {
+	q, ok := o.s.(queueDeleter)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	return q.QueueDeleteLease(id, func(err error) {
+		since(o.fn, "pools.delete_lease", start, err)
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
 func (o observedPools) LoadLeases(ctx context.Context) (recs []pools.LeaseRecord, err error) {
 	defer func(t time.Time) { since(o.fn, "pools.load_leases", t, err) }(time.Now())
 	return o.s.LoadLeases(ctx)

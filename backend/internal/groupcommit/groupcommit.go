@@ -20,6 +20,10 @@ type Op[W any] struct {
 
 	state atomic.Int32 // queued, taken, abandoned
 	done  chan error   // capacity 1
+	// async: queued by Go, whose then (if any) gets the outcome instead
+	// of done.
+	async bool
+	then  func(w W, err error)
 }
 
 const (
@@ -95,6 +99,32 @@ func (q *Queue[W]) Do(ctx context.Context, w W) error {
 		return fmt.Errorf("not written: %w", ctx.Err())
 	}
 	return fmt.Errorf("%w (the write was under way and may still commit)", ctx.Err())
+}
+
+// Go queues w and returns at once. Once w's batch was committed, the writer
+// calls then (nil: nobody is told) with w and its outcome, on the writer
+// goroutine: then must be quick and must not wait for the queue. A later
+// Do, DoAll or Go of the same caller is written after w. After Close, Go
+// calls then with ErrClosed before it returns.
+func (q *Queue[W]) Go(w W, then func(w W, err error)) {
+	op := q.ops.Get().(*Op[W])
+	op.W, op.async, op.then = w, true, then
+	op.state.Store(queued)
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		q.put(op)
+		if then != nil {
+			then(w, ErrClosed)
+		}
+		return
+	}
+	q.queue = append(q.queue, op)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
 }
 
 // DoAll queues ws, in order, under one lock and with one wake-up of the
@@ -189,7 +219,7 @@ func (q *Queue[W]) settle(op *Op[W], cause error) error {
 
 func (q *Queue[W]) put(op *Op[W]) {
 	var zero W
-	op.W, op.Err = zero, nil
+	op.W, op.Err, op.async, op.then = zero, nil, false, nil
 	q.ops.Put(op)
 }
 
@@ -258,6 +288,13 @@ func (q *Queue[W]) commitTaken(batch []*Op[W]) {
 	}
 	q.commit(live)
 	for _, op := range live {
+		if op.async {
+			if op.then != nil {
+				op.then(op.W, op.Err)
+			}
+			q.put(op)
+			continue
+		}
 		op.done <- op.Err // op may be reused once received
 	}
 }

@@ -333,3 +333,99 @@ func errAt(errs []error, i int) error {
 	}
 	return errs[i]
 }
+
+// Under -race: callers mixing Go (odd writes) and Do (even ones). Every
+// write is committed once, in its caller's order; each Go's then gets its
+// own write and outcome; a Do after a Go finds the Go committed; a Go
+// after Close is told ErrClosed and not committed.
+func TestGoMixedWithDo(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int][]int{}
+	q := New(8, func(batch []*Op[[2]int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range batch {
+			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
+			if op.W[1]%3 == 0 {
+				op.Err = fmt.Errorf("third %d", op.W[1])
+			}
+		}
+	})
+	const callers, each = 16, 200
+	var told sync.Map // [2]int -> error
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for i := range each {
+				w := [2]int{c, i}
+				if i%2 == 1 {
+					q.Go(w, func(got [2]int, err error) {
+						if got != w {
+							t.Errorf("then of %v got %v", w, got)
+						}
+						told.Store(got, err)
+					})
+					continue
+				}
+				if err := q.Do(context.Background(), w); (i%3 == 0) != (err != nil) {
+					t.Errorf("caller %d write %d: %v", c, i, err)
+				}
+				if i > 0 {
+					// The Go before this Do was committed before it.
+					if _, ok := told.Load([2]int{c, i - 1}); !ok {
+						t.Errorf("caller %d: Do %d returned before the Go %d before it was told", c, i, i-1)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	q.Close()
+	for c := range callers {
+		if len(seen[c]) != each {
+			t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen[c]), each)
+		}
+		for i, n := range seen[c] {
+			if n != i {
+				t.Fatalf("caller %d: commit order %v; want its call order", c, seen[c][:i+1])
+			}
+		}
+		for i := 1; i < each; i += 2 {
+			v, ok := told.Load([2]int{c, i})
+			if !ok {
+				t.Fatalf("caller %d: the Go of write %d was never told its outcome", c, i)
+			}
+			if err, _ := v.(error); (i%3 == 0) != (err != nil) {
+				t.Fatalf("caller %d write %d: told %v", c, i, err)
+			}
+		}
+	}
+	var after error
+	q.Go([2]int{99, 0}, func(_ [2]int, err error) { after = err })
+	q.Go([2]int{99, 1}, nil) // nobody told: still not committed, no panic
+	if !errors.Is(after, ErrClosed) {
+		t.Fatalf("Go after Close: told %v, want ErrClosed", after)
+	}
+	if len(seen[99]) != 0 {
+		t.Fatalf("writes queued by Go after Close were committed: %v", seen[99])
+	}
+}
+
+// A Go with no then does not leave an outcome behind in its pooled Op for
+// a later Do to read.
+func TestGoWithoutThenLeavesNothingForDo(t *testing.T) {
+	q := New(4, func(batch []*Op[int]) {
+		for _, op := range batch {
+			if op.W < 0 {
+				op.Err = errors.New("negative")
+			}
+		}
+	})
+	defer q.Close()
+	for i := range 200 {
+		q.Go(-1, nil)
+		if err := q.Do(context.Background(), i); err != nil {
+			t.Fatalf("Do %d after a failing Go without then: %v", i, err)
+		}
+	}
+}

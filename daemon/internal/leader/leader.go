@@ -317,6 +317,32 @@ func (s Pools) DeleteLeases(ctx context.Context, ids []string) error {
 	return s.e.Check(pools.DeleteLeases(ctx, s.fence.at(epoch), ids))
 }
 
+// QueueDeleteLease checks the epoch now and queues the delete in the store
+// fenced with it when that store can queue (backend/local's); false when
+// it cannot (nothing was done). done gets the outcome, a fenced one having
+// ended the leadership as DeleteLease's does.
+func (s Pools) QueueDeleteLease(id string, done func(error)) bool {
+	epoch, err := s.e.Leading()
+	if err != nil {
+		if done != nil {
+			done(err)
+		}
+		return true
+	}
+	q, ok := s.fence.at(epoch).(interface {
+		QueueDeleteLease(id string, done func(error)) bool
+	})
+	if !ok {
+		return false
+	}
+	return q.QueueDeleteLease(id, func(err error) {
+		err = s.e.Check(err)
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
 func (s Pools) LoadLeases(ctx context.Context) ([]pools.LeaseRecord, error) {
 	return s.plain.LoadLeases(ctx)
 }

@@ -1,7 +1,8 @@
 // Package records holds what writes the durable records of grants in the
 // background: a release answers without waiting for its record's delete,
-// which a writer goroutine sends (DeleteQueue, AsyncDeleteStore). Puts
-// stay synchronous: a grant whose record is not written is given back.
+// which the store's own writer (a store that queues deletes) or a writer
+// goroutine of ours sends (AsyncDeleteStore, DeleteQueue). Puts stay
+// synchronous: a grant whose record is not written is given back.
 package records
 
 import (
@@ -123,23 +124,110 @@ func (q *DeleteQueue) Close() {
 }
 
 // AsyncDeleteStore wraps the backend's pool lease store so that releases do
-// not wait for their record's delete (see DeleteQueue). Its deletes go to s,
-// in batches when s has DeleteLeases (pools.DeleteLeases).
+// not wait for their record's delete. A store that queues deletes for its
+// own writer (QueueDeleteLease: backend/local's group commit, through the
+// leader's and the observer's wrappers) gets each delete at once, in order
+// with the grants written after it, with no goroutine of ours between: a
+// release answers without waking one. Any other store's deletes go
+// through a DeleteQueue, in batches when it has DeleteLeases
+// (pools.DeleteLeases).
 type AsyncDeleteStore struct {
 	pools.Store
-	q *DeleteQueue
+	q      *DeleteQueue
+	direct queueDeleter // nil: s cannot queue
+	log    *slog.Logger
+	told   func(error) // a.deleted, made once
+	// closeWait bounds how long Close waits for the direct deletes.
+	closeWait time.Duration
+
+	mu       sync.Mutex
+	inflight int       // direct deletes not told their outcome yet
+	closed   bool      // Close began: deletes are synchronous
+	drained  sync.Cond // on mu: inflight reached 0
+}
+
+// queueDeleter is a store that queues a delete and returns at once; false:
+// it cannot (nothing was done).
+type queueDeleter interface {
+	QueueDeleteLease(id string, done func(error)) bool
 }
 
 func NewAsyncDeleteStore(s pools.Store, log *slog.Logger) *AsyncDeleteStore {
-	return &AsyncDeleteStore{Store: s, q: NewDeleteQueue("pool lease", func(ctx context.Context, ids []string) error {
+	a := &AsyncDeleteStore{Store: s, log: log, q: NewDeleteQueue("pool lease", func(ctx context.Context, ids []string) error {
 		return pools.DeleteLeases(ctx, s, ids)
 	}, log)}
+	a.direct, _ = s.(queueDeleter)
+	a.closeWait = 5 * time.Second
+	a.told = a.deleted
+	a.drained.L = &a.mu
+	return a
 }
 
-// DeleteLease queues the delete and returns at once.
+// SetStore replaces the store puts and direct deletes go to (tests inject
+// faults with it); only while no request is in flight. The DeleteQueue
+// keeps deleting through the store it was made with.
+func (a *AsyncDeleteStore) SetStore(s pools.Store) {
+	a.Store = s
+	a.direct, _ = s.(queueDeleter)
+}
+
+// DeleteLease queues the delete and returns at once (synchronous once
+// maxQueued deletes wait, or after Close).
 func (a *AsyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {
-	return a.q.Delete(ctx, leaseID)
+	if a.direct == nil {
+		return a.q.Delete(ctx, leaseID)
+	}
+	a.mu.Lock()
+	if a.closed || a.inflight >= maxQueued {
+		a.mu.Unlock()
+		return a.Store.DeleteLease(ctx, leaseID)
+	}
+	a.inflight++
+	a.mu.Unlock()
+	if !a.direct.QueueDeleteLease(leaseID, a.told) {
+		a.deleted(nil)
+		return a.q.Delete(ctx, leaseID)
+	}
+	return nil
 }
 
-// Close writes every queued delete and stops the writer.
-func (a *AsyncDeleteStore) Close() { a.q.Close() }
+// deleted is told the outcome of a direct delete.
+func (a *AsyncDeleteStore) deleted(err error) {
+	if err != nil {
+		// The record outlives its grant; its TTL (or the next restore)
+		// drops it. err names the ID.
+		a.log.Warn("could not delete the record of a released pool lease; its TTL or the next restore drops it", "err", err)
+	}
+	a.mu.Lock()
+	if a.inflight--; a.inflight == 0 {
+		a.drained.Broadcast()
+	}
+	a.mu.Unlock()
+}
+
+// Close writes every queued delete and stops the writer; it waits for the
+// deletes queued in the store (up to 5 s: a store that stopped
+// answering leaves their records to their TTL). Later deletes are
+// synchronous.
+func (a *AsyncDeleteStore) Close() {
+	a.q.Close()
+	a.mu.Lock()
+	a.closed = true
+	if a.inflight > 0 {
+		gaveUp := false
+		stop := time.AfterFunc(a.closeWait, func() {
+			a.mu.Lock()
+			gaveUp = true
+			a.drained.Broadcast()
+			a.mu.Unlock()
+		})
+		for a.inflight > 0 && !gaveUp {
+			a.drained.Wait()
+		}
+		stop.Stop()
+		if gaveUp {
+			a.log.Warn("gave up waiting for the deletes of released pool leases; their records stay until their TTL or the next restore", "queued", a.inflight)
+		}
+	}
+	a.mu.Unlock()
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rpdhq/rpd/runtime/pools"
 )
@@ -125,4 +126,148 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// queueStore queues deletes for its own writer goroutine, as
+// backend/local's group commit does; hold stops that writer, fail fails
+// the IDs in it, refuse makes QueueDeleteLease say it cannot queue.
+type queueStore struct {
+	pools.MemoryStore
+	refuse bool
+	fail   map[string]bool
+	hold   chan struct{} // non-nil: the writer waits for it to close
+	work   chan func()
+	queued int
+}
+
+func newQueueStore() *queueStore {
+	q := &queueStore{work: make(chan func(), 1<<14)}
+	go func() {
+		for f := range q.work {
+			if q.hold != nil {
+				<-q.hold
+			}
+			f()
+		}
+	}()
+	return q
+}
+
+func (q *queueStore) QueueDeleteLease(id string, done func(error)) bool {
+	if q.refuse {
+		return false
+	}
+	q.queued++
+	q.work <- func() {
+		var err error
+		if q.fail[id] {
+			err = fmt.Errorf("delete pool lease %s: disk full", id)
+		} else {
+			err = q.DeleteLease(context.Background(), id)
+		}
+		done(err)
+	}
+	return true
+}
+
+// A store that queues its own deletes gets every delete directly (no
+// DeleteQueue), a failure is logged with its ID, and Close waits until
+// every queued delete was told its outcome.
+func TestAsyncDeleteStoreQueuesInTheStore(t *testing.T) {
+	ctx := context.Background()
+	qs := newQueueStore()
+	qs.fail = map[string]bool{"p/7": true}
+	qs.hold = make(chan struct{})
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	s := NewAsyncDeleteStore(qs, slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &logged}, nil)))
+	const n = 100
+	for i := range n {
+		id := fmt.Sprintf("p/%d", i)
+		_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: id, Pool: "p", Slots: 1})
+		if err := s.DeleteLease(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if qs.queued != n {
+		t.Fatalf("%d deletes queued in the store, want all %d", qs.queued, n)
+	}
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the store's writer still held the deletes")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(qs.hold)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return once the deletes were written")
+	}
+	recs, _ := qs.LoadLeases(ctx)
+	if len(recs) != 1 || recs[0].LeaseID != "p/7" {
+		t.Fatalf("records left after close: %v; want p/7 alone", recs)
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if !strings.Contains(logged.String(), "delete pool lease p/7: disk full") {
+		t.Errorf("the failure is not logged with its ID: %q", logged.String())
+	}
+}
+
+// Close gives up on a store whose writer never answers, saying so, and
+// later deletes are synchronous.
+func TestAsyncDeleteStoreCloseGivesUp(t *testing.T) {
+	ctx := context.Background()
+	qs := newQueueStore()
+	qs.hold = make(chan struct{}) // never closed
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	s := NewAsyncDeleteStore(qs, slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &logged}, nil)))
+	s.closeWait = 50 * time.Millisecond
+	_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: "p/1", Pool: "p", Slots: 1})
+	_ = s.DeleteLease(ctx, "p/1")
+	done := make(chan struct{})
+	go func() { s.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close waited past its bound for a store that never answers")
+	}
+	logMu.Lock()
+	if !strings.Contains(logged.String(), "gave up waiting") {
+		t.Errorf("giving up is not logged: %q", logged.String())
+	}
+	logMu.Unlock()
+	_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: "p/2", Pool: "p", Slots: 1})
+	if err := s.DeleteLease(ctx, "p/2"); err != nil {
+		t.Fatal(err)
+	}
+	if qs.queued != 1 {
+		t.Fatalf("a delete after Close was queued (%d queued), want it synchronous", qs.queued)
+	}
+	if recs, _ := qs.LoadLeases(ctx); len(recs) != 1 || recs[0].LeaseID != "p/1" {
+		t.Fatalf("records: %v; want p/1 alone (its delete never ran)", recs)
+	}
+}
+
+// A store that says it cannot queue gets its deletes through the
+// DeleteQueue.
+func TestAsyncDeleteStoreFallsBack(t *testing.T) {
+	ctx := context.Background()
+	qs := newQueueStore()
+	qs.refuse = true
+	s := NewAsyncDeleteStore(qs, slog.New(slog.DiscardHandler))
+	for i := range 50 {
+		id := fmt.Sprintf("p/%d", i)
+		_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: id, Pool: "p", Slots: 1})
+		if err := s.DeleteLease(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if recs, _ := qs.LoadLeases(ctx); len(recs) != 0 {
+		t.Fatalf("%d records left after close, want 0", len(recs))
+	}
 }
