@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -49,7 +48,7 @@ func BenchmarkAcquireReleaseHTTPDynamoDB(b *testing.B) {
 }
 
 func benchPairs(b *testing.B, td *testDaemon) {
-	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as rpd serve runs
+	defer TuneGC()() // as rpd serve runs
 	ctx := context.Background()
 	var mu sync.Mutex
 	var pair, acq, rel []time.Duration
@@ -168,7 +167,7 @@ func BenchmarkHAAcquireRelease(b *testing.B) {
 	dir, state := b.TempDir(), b.TempDir()
 	writeFile(b, filepath.Join(dir, "rpd.hcl"), rpdBlock(state))
 	writeFile(b, filepath.Join(dir, "main.hcl"), `pool "load" { slots = 64 }`)
-	defer debug.SetGCPercent(debug.SetGCPercent(GCPercent)) // as rpd serve runs
+	defer TuneGC()() // as rpd serve runs
 	leader := startDaemonIn(b, dir, state)
 	standby := startDaemonIn(b, dir, state)
 	forwardOnly, err := client.New(standby.addr, client.WithRetry(0), client.WithFollowLeader(false))

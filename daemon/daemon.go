@@ -23,6 +23,7 @@ import (
 	"github.com/rpdhq/rpd/backend/ec2"
 	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/component"
+	"github.com/rpdhq/rpd/daemon/internal/gcfloor"
 	"github.com/rpdhq/rpd/daemon/internal/leader"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/inventory"
@@ -47,14 +48,24 @@ const (
 // configuration's listen attribute says otherwise.
 const DefaultListen = spec.DefaultListen
 
-// GCPercent is the garbage collector's target (runtime/debug.SetGCPercent)
-// that rpd serve and rpd watch run with when GOGC is not in their
-// environment. The daemon's live heap is a few MB and every request
-// allocates, so at Go's default of 100 the collector runs about fifteen
-// times a second under load, and each cycle's assists and pauses land in
-// the grants' latency tail. At 400 a 5 MB heap peaks near 25 MB instead of
-// 10 (BenchmarkAcquireReleaseHTTP runs with it, as the daemon does).
-const GCPercent = 400
+// GCPercent and GCFloor are how rpd serve and rpd watch run the garbage
+// collector when GOGC is not in their environment (TuneGC). The daemon's
+// live heap is a few MB and every request allocates, so at Go's default
+// of 100 the collector runs many times a second under load, and each
+// cycle's assists and pauses land in the grants' latency tail. GOGC is
+// GCPercent (400), raised after each collection while the live heap is
+// small so that the heap goal stays at least GCFloor: a 4 MB live heap is
+// collected every 60 MB of allocation (GOGC 1500) instead of every 16, and
+// one of 16 MB or more at GOGC 400 as before.
+const (
+	GCPercent = 400
+	GCFloor   = 64 << 20
+)
+
+// TuneGC runs the collector as rpd serve and rpd watch do (GCPercent,
+// GCFloor) until the returned func, which puts back the GOGC it found.
+// BenchmarkAcquireReleaseHTTP runs with it, as the daemon does.
+func TuneGC() (restore func()) { return gcfloor.Start(GCPercent, GCFloor).Stop }
 
 // Options configure a Daemon.
 type Options struct {

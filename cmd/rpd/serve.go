@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/rpdhq/rpd/daemon"
@@ -109,7 +108,7 @@ func (f *daemonFlags) run(ctx context.Context, e *env, opts daemon.Options) int 
 		fatal = func(err error) { log.Error("rpd daemon failed", "err", err) }
 	}
 	if _, set := e.getenv("GOGC"); !set {
-		debug.SetGCPercent(daemon.GCPercent)
+		defer daemon.TuneGC()()
 	}
 	opts.Logger = log
 	opts.Listen = f.listen

@@ -69,6 +69,7 @@ var rules = map[string]rule{
 	"daemon/internal/holders":      {rpd: []string{"api", "daemon/internal/httpapi", "runtime/ledger", "runtime/pools"}},
 	"daemon/internal/records":      {rpd: []string{"runtime/pools"}},
 	"daemon/internal/h1":           {},
+	"daemon/internal/gcfloor":      {},
 	"daemon/internal/leader":       {rpd: []string{"backend", "daemon/internal/httpapi", "runtime/pools"}},
 	"daemon/internal/security":     {rpd: []string{"api", "daemon/internal/httpapi", "daemon/statuspage", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The arbiter: the grant kinds, their records and the one grant
@@ -81,7 +82,7 @@ var rules = map[string]rule{
 	"daemon/inventory": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/arbiter", "daemon/internal/component", "daemon/internal/httpapi", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"daemon/watch": {ext: []string{"github.com/fsnotify/fsnotify"}},
-	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/arbiter", "daemon/inventory", "daemon/internal/component", "daemon/internal/h1", "daemon/internal/httpapi", "daemon/internal/leader", "daemon/internal/security", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
+	"daemon": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/buildinfo", "internal/open", "daemon/arbiter", "daemon/inventory", "daemon/internal/component", "daemon/internal/gcfloor", "daemon/internal/h1", "daemon/internal/httpapi", "daemon/internal/leader", "daemon/internal/security", "daemon/statuspage", "daemon/watch", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"cmd/rpd": {rpd: []string{"api", "backend", "backend/snapshot", "internal/buildinfo", "internal/open", "client", "daemon", "reconcile", "spec"},
 		ext: append(hcl, "github.com/agext/levenshtein", "github.com/aymanbagabas/go-udiff", "github.com/mattn/go-isatty", "github.com/mitchellh/go-wordwrap", "golang.org/x/sys/unix")},
