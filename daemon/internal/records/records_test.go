@@ -81,9 +81,8 @@ func (b *batchStore) DeleteLeases(ctx context.Context, ids []string) error {
 func TestAsyncDeleteStoreBatches(t *testing.T) {
 	ctx := context.Background()
 	bs := &batchStore{fail: map[string]bool{"p/13": true}}
-	var logged bytes.Buffer
-	var logMu sync.Mutex
-	s := NewAsyncDeleteStore(bs, slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &logged}, nil)))
+	log, logged := capturedLog()
+	s := NewAsyncDeleteStore(bs, log)
 	const n = 1000
 	for i := range n {
 		id := fmt.Sprintf("p/%d", i)
@@ -109,23 +108,31 @@ func TestAsyncDeleteStoreBatches(t *testing.T) {
 	if total != n {
 		t.Errorf("%d deletes in %d batches; want %d", total, len(bs.sizes), n)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	if !strings.Contains(logged.String(), "delete pool lease p/13: disk full") {
-		t.Errorf("the failure is not logged with its ID: %q", logged.String())
+	if l := logged(); !strings.Contains(l, "delete pool lease p/13: disk full") {
+		t.Errorf("the failure is not logged with its ID: %q", l)
 	}
 	t.Logf("%d deletes in %d batches", total, len(bs.sizes))
 }
 
 type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
+	mu sync.Mutex
+	w  bytes.Buffer
 }
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// capturedLog is a logger and what it has written so far.
+func capturedLog() (*slog.Logger, func() string) {
+	w := &lockedWriter{}
+	return slog.New(slog.NewTextHandler(w, nil)), func() string {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.w.String()
+	}
 }
 
 // queueStore queues deletes for its own writer goroutine, as
@@ -178,9 +185,8 @@ func TestAsyncDeleteStoreQueuesInTheStore(t *testing.T) {
 	qs := newQueueStore()
 	qs.fail = map[string]bool{"p/7": true}
 	qs.hold = make(chan struct{})
-	var logged bytes.Buffer
-	var logMu sync.Mutex
-	s := NewAsyncDeleteStore(qs, slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &logged}, nil)))
+	log, logged := capturedLog()
+	s := NewAsyncDeleteStore(qs, log)
 	const n = 100
 	for i := range n {
 		id := fmt.Sprintf("p/%d", i)
@@ -209,10 +215,8 @@ func TestAsyncDeleteStoreQueuesInTheStore(t *testing.T) {
 	if len(recs) != 1 || recs[0].LeaseID != "p/7" {
 		t.Fatalf("records left after close: %v; want p/7 alone", recs)
 	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	if !strings.Contains(logged.String(), "delete pool lease p/7: disk full") {
-		t.Errorf("the failure is not logged with its ID: %q", logged.String())
+	if l := logged(); !strings.Contains(l, "delete pool lease p/7: disk full") {
+		t.Errorf("the failure is not logged with its ID: %q", l)
 	}
 }
 
@@ -222,9 +226,8 @@ func TestAsyncDeleteStoreCloseGivesUp(t *testing.T) {
 	ctx := context.Background()
 	qs := newQueueStore()
 	qs.hold = make(chan struct{}) // never closed
-	var logged bytes.Buffer
-	var logMu sync.Mutex
-	s := NewAsyncDeleteStore(qs, slog.New(slog.NewTextHandler(&lockedWriter{&logMu, &logged}, nil)))
+	log, logged := capturedLog()
+	s := NewAsyncDeleteStore(qs, log)
 	s.closeWait = 50 * time.Millisecond
 	_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: "p/1", Pool: "p", Slots: 1})
 	_ = s.DeleteLease(ctx, "p/1")
@@ -235,11 +238,9 @@ func TestAsyncDeleteStoreCloseGivesUp(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close waited past its bound for a store that never answers")
 	}
-	logMu.Lock()
-	if !strings.Contains(logged.String(), "gave up waiting") {
-		t.Errorf("giving up is not logged: %q", logged.String())
+	if l := logged(); !strings.Contains(l, "gave up waiting") {
+		t.Errorf("giving up is not logged: %q", l)
 	}
-	logMu.Unlock()
 	_ = s.PutLease(ctx, pools.LeaseRecord{LeaseID: "p/2", Pool: "p", Slots: 1})
 	if err := s.DeleteLease(ctx, "p/2"); err != nil {
 		t.Fatal(err)
