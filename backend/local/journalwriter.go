@@ -145,6 +145,9 @@ const (
 	lazySync      = 50 * time.Millisecond
 	applyInterval = 50 * time.Millisecond
 	applyEvery    = 2048
+	// orphanCheck is how often the applier looks for orphaned segment
+	// files (orphans.go); the first look is at its first tick.
+	orphanCheck = time.Minute
 	// maxApply bounds the records of one applying transaction, so that
 	// the applier holds the file's write lock briefly even when behind.
 	maxApply = 512
@@ -191,6 +194,7 @@ func (b *Backend) applier() {
 	tick := time.NewTicker(applyInterval)
 	defer tick.Stop()
 	var failed time.Time // the last failure: retried a second later at the earliest
+	var orphansChecked time.Time
 	for ticks := 1; ; ticks++ {
 		select {
 		case <-b.j.wake:
@@ -200,6 +204,14 @@ func (b *Backend) applier() {
 		case <-tick.C:
 			if t := b.j.unsynced.Load(); t != 0 && time.Since(time.Unix(0, t)) >= lazySync && !b.j.paused.Load() {
 				b.flushLazy()
+			}
+			if time.Since(orphansChecked) >= orphanCheck && !b.j.paused.Load() {
+				orphansChecked = time.Now()
+				if n, err := b.removeOrphans(context.Background()); err != nil {
+					b.log.Warn("local backend: could not look for orphaned grant journal segments; retried in a minute", "path", b.path, "err", err)
+				} else if n > 0 {
+					b.log.Info("local backend: removed orphaned grant journal segments (a spare never taken, or a folded segment's file, left by a stop)", "path", b.path, "removed", n)
+				}
 			}
 			b.j.mu.Lock()
 			idle := len(b.j.pending) == 0
