@@ -850,10 +850,16 @@ func (b *Backend) applyJournal(ctx context.Context) error {
 	return b.applyJournalLocked(ctx)
 }
 
-// dropPending removes the first n records of pending, moving the rest to
-// the front so that its array is reused instead of left behind. b.j.mu is
-// held.
+// dropPending removes the first n records of pending. b.j.mu is held.
+// When no more records remain than were removed (the applier keeps up),
+// the rest moves to the front and the array is reused instead of left
+// behind at each apply; a longer rest (the applier behind) is resliced,
+// so that no apply moves more records than it took.
 func (b *Backend) dropPending(n int) {
+	if len(b.j.pending)-n > n {
+		b.j.pending = b.j.pending[n:]
+		return
+	}
 	rest := copy(b.j.pending, b.j.pending[n:])
 	clear(b.j.pending[rest:])
 	b.j.pending = b.j.pending[:rest]

@@ -119,3 +119,30 @@ func TestApplierRemovesOrphansAtOpen(t *testing.T) {
 	}
 	t.Fatal("the orphaned spare is still there 10 s after open")
 }
+
+// dropPending keeps the records after the ones the applier took, in order,
+// whether it moves them to the front (few left) or reslices (many left).
+func TestDropPending(t *testing.T) {
+	var b Backend
+	for i := range 10 {
+		b.j.pending = append(b.j.pending, pendRec{rec: jrec{id: string(rune('a' + i))}, end: int64(i)})
+	}
+	ids := func() (s string) {
+		for _, p := range b.j.pending {
+			s += p.rec.id
+		}
+		return s
+	}
+	b.dropPending(3) // 7 left > 3 taken: resliced
+	if got := ids(); got != "defghij" {
+		t.Fatalf("after taking 3: %q", got)
+	}
+	b.dropPending(5) // 2 left <= 5 taken: moved to the front
+	if got := ids(); got != "ij" || cap(b.j.pending) < 7 {
+		t.Fatalf("after taking 5 more: %q (cap %d, want the array kept)", got, cap(b.j.pending))
+	}
+	b.dropPending(2)
+	if len(b.j.pending) != 0 {
+		t.Fatalf("after taking the rest: %d left", len(b.j.pending))
+	}
+}
