@@ -269,37 +269,27 @@ func sealFlag(f *os.File) (bool, error) {
 // zeros is the buffer preallocation writes.
 var zeros = make([]byte, 256<<10)
 
-// fillZeros writes zeros over [from, to) of f.
-func fillZeros(f *os.File, from, to int64) error {
+// fillZeros writes zeros over [from, to) of f, a chunk (256 KiB) at a
+// time. With a pause, each chunk is synced and followed by the pause, so
+// that the disk serves other syncs between them (the applier's spare).
+func fillZeros(f *os.File, from, to int64, pause time.Duration) error {
 	for off := from; off < to; {
 		n := min(int64(len(zeros)), to-off)
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
 			return err
 		}
 		off += n
+		if pause > 0 {
+			if err := datasync(f); err != nil {
+				return err
+			}
+			time.Sleep(pause)
+		}
 	}
 	return nil
 }
 
-// fillZerosPaced is fillZeros a chunk (256 KiB) at a time, each synced
-// and followed by a pause of fillPause, so that the disk serves other
-// syncs between them.
-func fillZerosPaced(f *os.File, from, to int64) error {
-	for off := from; off < to; {
-		n := min(int64(len(zeros)), to-off)
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return err
-		}
-		if err := datasync(f); err != nil {
-			return err
-		}
-		off += n
-		time.Sleep(fillPause)
-	}
-	return nil
-}
-
-// fillPause is the pause between two chunks of fillZerosPaced: a spare
+// fillPause is the pause between two chunks of a paced fillZeros: a spare
 // segment (32 chunks) takes about 100 ms to prepare, ahead of the writer
 // by the half segment it still has to fill.
 const fillPause = 2 * time.Millisecond

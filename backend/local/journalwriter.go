@@ -651,11 +651,11 @@ func (b *Backend) createSegment(epoch, seq int64, paced bool) (*segWriter, error
 		f.Close()
 		return nil, fmt.Errorf("truncate %s: %w", name, err)
 	}
-	fill := fillZeros
+	var pause time.Duration
 	if paced {
-		fill = fillZerosPaced
+		pause = fillPause
 	}
-	if err := fill(f, 0, segmentSize); err != nil {
+	if err := fillZeros(f, 0, segmentSize, pause); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("preallocate %s: %w", name, err)
 	}
@@ -695,7 +695,7 @@ func (b *Backend) recoverSegment(epoch, seq, applied int64) (*segWriter, error) 
 			if end < fi.Size() {
 				b.log.Info("local backend: recovered a grant journal segment; its tail after the last whole record is zeroed", "segment", name, "end", end, "size", fi.Size())
 			}
-			if err = fillZeros(f, end, size); err == nil {
+			if err = fillZeros(f, end, size, 0); err == nil {
 				err = f.Sync()
 			}
 			if err == nil {

@@ -43,14 +43,7 @@ func TestEachCallerGetsItsOwnOutcome(t *testing.T) {
 	wg.Wait()
 	q.Close()
 	for c := range callers {
-		if len(seen[c]) != each {
-			t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen[c]), each)
-		}
-		for i, n := range seen[c] {
-			if n != i {
-				t.Fatalf("caller %d: commit order %v; want its call order", c, seen[c][:i+1])
-			}
-		}
+		checkCallOrder(t, c, seen[c], each)
 	}
 	if largest > 8 {
 		t.Errorf("a batch of %d; want at most maxBatch 8", largest)
@@ -174,13 +167,20 @@ func TestDoAllEachWriteGetsItsOwnOutcome(t *testing.T) {
 	wg.Wait()
 	q.Close()
 	for c := range callers {
-		if len(seen[c]) != want[c] {
-			t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen[c]), want[c])
-		}
-		for i, n := range seen[c] {
-			if n != i {
-				t.Fatalf("caller %d: commit order %v; want its call order", c, seen[c][:i+1])
-			}
+		checkCallOrder(t, c, seen[c], want[c])
+	}
+}
+
+// checkCallOrder fails unless caller c's writes were all committed, want
+// of them, in its call order (seen: their sequence numbers as committed).
+func checkCallOrder(t *testing.T, c int, seen []int, want int) {
+	t.Helper()
+	if len(seen) != want {
+		t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen), want)
+	}
+	for i, n := range seen {
+		if n != i {
+			t.Fatalf("caller %d: commit order %v; want its call order", c, seen[:i+1])
 		}
 	}
 }
@@ -382,14 +382,7 @@ func TestGoMixedWithDo(t *testing.T) {
 	wg.Wait()
 	q.Close()
 	for c := range callers {
-		if len(seen[c]) != each {
-			t.Fatalf("caller %d: %d writes committed; want %d", c, len(seen[c]), each)
-		}
-		for i, n := range seen[c] {
-			if n != i {
-				t.Fatalf("caller %d: commit order %v; want its call order", c, seen[c][:i+1])
-			}
-		}
+		checkCallOrder(t, c, seen[c], each)
 		for i := 1; i < each; i += 2 {
 			v, ok := told.Load([2]int{c, i})
 			if !ok {
