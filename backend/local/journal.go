@@ -73,6 +73,10 @@ type jrec struct {
 	id    string
 	lease pools.LeaseRecord // kindPutLease
 	body  []byte            // kindPutGrant
+	// created: a kindPutLease written by PoolStore.CreateLease, the first
+	// record of its ID. Only in memory (the applier's elision); not
+	// encoded, so a record read back from a segment never has it.
+	created bool
 }
 
 func appendString(b []byte, s string) []byte {

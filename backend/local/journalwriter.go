@@ -79,9 +79,9 @@ type journal struct {
 	// on the group commit's writer) and guards the buffers it reuses, so
 	// that applying allocates nothing per record.
 	applyMu sync.Mutex
-	recs    []jrec       // the records taken from pending
-	last    map[jkey]int // applyRecords: each record's last write
-	dels    [2][]string  // applyRecords: the IDs of lease and grant deletes
+	recs    []jrec             // the records taken from pending
+	last    map[jkey]lastWrite // applyRecords: each record's last write
+	dels    [2][]string        // applyRecords: the IDs of lease and grant deletes
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
 	// spareMu is held while a spare is created or taken, and by the
@@ -137,7 +137,7 @@ const (
 // The applier applies the journal every applyInterval, or sooner once
 // applyEvery records are pending: the fewer and larger its SQLite
 // transactions, the less CPU they take from the grants (a lease granted
-// and released between two applies costs one DELETE of a missing row).
+// and released between two applies costs nothing: applyRecords).
 //
 // Lazy deletes left unsynced are synced once they waited lazySync (checked
 // at the applier's ticks, so within lazySync + applyInterval).
@@ -1047,17 +1047,24 @@ func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit 
 }
 
 // applyRecords applies recs in tx: only the last write of each record, and
-// the deletes of each table in one statement (a lease granted and released
-// since the last apply is one ID in it).
+// the deletes of each table in one statement. A lease whose first write
+// here created it (PoolStore.CreateLease: no record of its ID existed
+// before) and whose last deletes it costs nothing: no row of it can exist.
 // b.j.applyMu is held.
 func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
 	if b.j.last == nil {
-		b.j.last = make(map[jkey]int, maxApply)
+		b.j.last = make(map[jkey]lastWrite, maxApply)
 	}
 	last := b.j.last
 	defer clear(last)
 	for i := range recs {
-		last[recs[i].key()] = i
+		k := recs[i].key()
+		lw, seen := last[k]
+		if !seen {
+			lw.created = recs[i].created
+		}
+		lw.i = i
+		last[k] = lw
 	}
 	leaseDels, grantDels := b.j.dels[0][:0], b.j.dels[1][:0]
 	defer func() {
@@ -1065,10 +1072,13 @@ func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) err
 	}()
 	for i := range recs {
 		r := &recs[i]
-		if last[r.key()] != i {
+		lw := last[r.key()]
+		if lw.i != i {
 			continue
 		}
 		switch {
+		case r.kind == kindDeleteLease && lw.created:
+			continue // created and deleted since the last apply
 		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
 			leaseDels = append(leaseDels, r.id)
 			continue
@@ -1096,6 +1106,13 @@ func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) err
 		}
 	}
 	return nil
+}
+
+// lastWrite is, for one record of a batch, the index of its last write and
+// whether its first write created it.
+type lastWrite struct {
+	i       int
+	created bool
 }
 
 func (b *Backend) applyRecord(ctx context.Context, tx *sql.Tx, r *jrec) error {

@@ -33,6 +33,17 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	return s.b.writeJournaled(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec})
 }
 
+// CreateLease is PutLease for a lease granted just now (pools.CreateLease):
+// no record of its ID was written before, so that when its delete reaches
+// the applier in the same batch, neither is written to SQLite (a fenced
+// store's journal records are written as PutLease's).
+func (s *PoolStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	if rec.LeaseID == "" || s.epoch == 0 {
+		return s.PutLease(ctx, rec)
+	}
+	return s.b.writeJournaled(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec, created: true})
+}
+
 // DeleteLease removes a record; a missing one is not an error. It is
 // written as PutLease is, except that a fenced delete is not synced before
 // it returns (lazy deletes, journalwriter.go): it is in the journal, read

@@ -95,6 +95,12 @@ func (o observedPools) PutLease(ctx context.Context, rec pools.LeaseRecord) (err
 	return o.s.PutLease(ctx, rec)
 }
 
+// CreateLease is observed as "pools.put_lease", as PutLease is.
+func (o observedPools) CreateLease(ctx context.Context, rec pools.LeaseRecord) (err error) {
+	defer func(t time.Time) { since(o.fn, "pools.put_lease", t, err) }(time.Now())
+	return pools.CreateLease(ctx, o.s, rec)
+}
+
 func (o observedPools) DeleteLease(ctx context.Context, id string) (err error) {
 	defer func(t time.Time) { since(o.fn, "pools.delete_lease", t, err) }(time.Now())
 	return o.s.DeleteLease(ctx, id)

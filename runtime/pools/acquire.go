@@ -177,7 +177,7 @@ func (m *Manager) confirm(ctx context.Context, l *Lease, w *waiter) (*Lease, err
 	p := l.p
 	var err error
 	if m.store != nil {
-		err = m.persist(ctx, l)
+		err = m.persist(ctx, l, true)
 	}
 	p.mu.Lock()
 	if err != nil {

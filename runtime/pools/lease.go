@@ -166,7 +166,7 @@ func (l *Lease) Heartbeat(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 	if p.m.store != nil {
-		if err := p.m.persist(ctx, l); err != nil {
+		if err := p.m.persist(ctx, l, false); err != nil {
 			return fmt.Errorf("pools: recording heartbeat of lease %q: %w: %w", l.ext.id, ErrStore, err)
 		}
 	}
@@ -216,9 +216,10 @@ func (l *Lease) recordLocked() LeaseRecord {
 	}
 }
 
-// persist writes l's record if l is still held. With a Store every lease
-// has its ext from the start.
-func (m *Manager) persist(ctx context.Context, l *Lease) error {
+// persist writes l's record if l is still held: created at its grant
+// (CreateLease), replaced after (PutLease). With a Store every lease has
+// its ext from the start.
+func (m *Manager) persist(ctx context.Context, l *Lease, created bool) error {
 	l.ext.storeMu.Lock()
 	defer l.ext.storeMu.Unlock()
 	l.p.mu.Lock()
@@ -228,6 +229,9 @@ func (m *Manager) persist(ctx context.Context, l *Lease) error {
 	}
 	rec := l.recordLocked()
 	l.p.mu.Unlock()
+	if created {
+		return CreateLease(ctx, m.store, rec)
+	}
 	return m.store.PutLease(ctx, rec)
 }
 

@@ -40,6 +40,21 @@ type Store interface {
 	LoadLeases(ctx context.Context) ([]LeaseRecord, error)
 }
 
+// CreateLease writes the record of a lease granted just now, as PutLease
+// does. A store that has a method CreateLease(ctx, rec) error (backend/local's
+// PoolStore) gets that instead: it is told that no record of rec.LeaseID
+// was ever written before, so that a store which applies its writes in
+// batches may drop a record created and deleted within one batch. Manager
+// calls it for each grant, and PutLease for later writes (heartbeats).
+func CreateLease(ctx context.Context, s Store, rec LeaseRecord) error {
+	if c, ok := s.(interface {
+		CreateLease(ctx context.Context, rec LeaseRecord) error
+	}); ok {
+		return c.CreateLease(ctx, rec)
+	}
+	return s.PutLease(ctx, rec)
+}
+
 // DeleteLeases removes the records ids from s, as DeleteLease each. A store
 // that can delete many in one call (a method DeleteLeases(ctx, ids) error,
 // as backend/local's has) gets them in one; any other gets one DeleteLease

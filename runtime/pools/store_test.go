@@ -122,6 +122,50 @@ func TestStoreRecordsLeaseLifecycle(t *testing.T) {
 	}
 }
 
+// creatingStore is a faultyStore that tells a grant's record from later
+// puts (pools.CreateLease).
+type creatingStore struct{ faultyStore }
+
+func (s *creatingStore) CreateLease(ctx context.Context, rec LeaseRecord) error {
+	if s.log("create") {
+		return errInjected
+	}
+	return s.MemoryStore.PutLease(ctx, rec)
+}
+
+// A store with CreateLease gets it for each grant and PutLease for the
+// heartbeats; a rolled-back grant's record is deleted as before. (Without
+// CreateLease a grant is a PutLease: TestStoreRecordsLeaseLifecycle.)
+func TestStoreCreateLease(t *testing.T) {
+	clk := newFakeClock()
+	st := &creatingStore{}
+	m := newTestManager(t, Options{Clock: clk, Store: st})
+	if err := m.ConfigurePool(PoolConfig{Name: "p", Slots: 3, LeaseTTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	l := mustAcquire(t, m, "p", Request{TaskID: "a"})
+	if _, ok := st.record(t, l.ID()); !ok {
+		t.Fatal("no record after the grant")
+	}
+	clk.Advance(30 * time.Second)
+	if err := l.Heartbeat(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := st.takeCalls(), []string{"create", "put", "delete"}; !slices.Equal(got, want) {
+		t.Fatalf("store calls %v, want %v", got, want)
+	}
+	// On a store without the method, CreateLease is its PutLease.
+	st.mu.Lock()
+	st.failPuts = 1
+	st.mu.Unlock()
+	if err := CreateLease(context.Background(), &st.faultyStore, LeaseRecord{LeaseID: "x"}); !errors.Is(err, errInjected) {
+		t.Fatalf("CreateLease on a store without it: %v, want its PutLease's error", err)
+	}
+}
+
 func TestRestoreRecountsHeldSlots(t *testing.T) {
 	clk := newFakeClock()
 	st := &faultyStore{}

@@ -299,6 +299,16 @@ func (s Pools) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	return s.e.Check(s.fence.at(epoch).PutLease(ctx, rec))
 }
 
+// CreateLease is PutLease for a lease granted just now
+// (pools.CreateLease), through the store fenced with the epoch.
+func (s Pools) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	epoch, err := s.e.Leading()
+	if err != nil {
+		return err
+	}
+	return s.e.Check(pools.CreateLease(ctx, s.fence.at(epoch), rec))
+}
+
 func (s Pools) DeleteLease(ctx context.Context, id string) error {
 	epoch, err := s.e.Leading()
 	if err != nil {

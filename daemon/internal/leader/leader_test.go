@@ -77,3 +77,37 @@ func TestPoolsDeleteLeasesIsOneFencedBatch(t *testing.T) {
 		t.Fatal("a fenced batch did not step the daemon down")
 	}
 }
+
+// creatingStore records the epoch of each CreateLease.
+type creatingStore struct {
+	pools.MemoryStore
+	epoch   int64
+	created *[]int64
+}
+
+func (c *creatingStore) CreateLease(context.Context, pools.LeaseRecord) error {
+	*c.created = append(*c.created, c.epoch)
+	return nil
+}
+
+// A grant's record reaches the store fenced with the epoch as a
+// CreateLease (pools.CreateLease), and nothing without the leadership.
+func TestPoolsCreateLeaseIsFenced(t *testing.T) {
+	var created []int64
+	e := NewElector(nil, time.Minute, time.Second, "", "", func() string { return "" }, slog.New(slog.DiscardHandler))
+	p := NewPools(e, func(epoch int64) pools.Store {
+		return &creatingStore{epoch: epoch, created: &created}
+	}, &pools.MemoryStore{})
+	ctx := context.Background()
+	if err := pools.CreateLease(ctx, p, pools.LeaseRecord{LeaseID: "a"}); !errors.Is(err, httpapi.ErrNotLeader) || len(created) != 0 {
+		t.Fatalf("not leading: %v, %d records written", err, len(created))
+	}
+	e.epoch.Store(7)
+	e.validUntil.Store(int64(time.Hour))
+	if err := pools.CreateLease(ctx, p, pools.LeaseRecord{LeaseID: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != 1 || created[0] != 7 {
+		t.Fatalf("CreateLease calls at epochs %v; want [7]", created)
+	}
+}

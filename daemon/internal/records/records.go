@@ -171,6 +171,12 @@ func (a *AsyncDeleteStore) SetStore(s pools.Store) {
 	a.direct, _ = s.(queueDeleter)
 }
 
+// CreateLease passes a grant's record to the store as pools.CreateLease
+// does.
+func (a *AsyncDeleteStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	return pools.CreateLease(ctx, a.Store, rec)
+}
+
 // DeleteLease queues the delete and returns at once (synchronous once
 // maxQueued deletes wait, or after Close).
 func (a *AsyncDeleteStore) DeleteLease(ctx context.Context, leaseID string) error {

@@ -272,3 +272,26 @@ func TestAsyncDeleteStoreFallsBack(t *testing.T) {
 		t.Fatalf("%d records left after close, want 0", len(recs))
 	}
 }
+
+type creatingStore struct {
+	pools.MemoryStore
+	created []string
+}
+
+func (c *creatingStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	c.created = append(c.created, rec.LeaseID)
+	return c.PutLease(ctx, rec)
+}
+
+// A grant's record reaches the wrapped store as a CreateLease.
+func TestAsyncDeleteStoreCreateLease(t *testing.T) {
+	inner := &creatingStore{}
+	s := NewAsyncDeleteStore(inner, slog.New(slog.DiscardHandler))
+	defer s.Close()
+	if err := pools.CreateLease(context.Background(), s, pools.LeaseRecord{LeaseID: "p/a", Pool: "p", Slots: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if len(inner.created) != 1 || inner.created[0] != "p/a" {
+		t.Fatalf("CreateLease calls %v; want [p/a]", inner.created)
+	}
+}

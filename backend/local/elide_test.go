@@ -1,0 +1,155 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/backend"
+)
+
+// leaseRows is the lease IDs in b's SQLite table (not the journal's).
+func leaseRows(t *testing.T, b *Backend) string {
+	t.Helper()
+	rows, err := b.rdb.QueryContext(context.Background(), `SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(out, ",")
+}
+
+func run(t *testing.T, ops ...func() error) {
+	t.Helper()
+	for i, op := range ops {
+		if err := op(); err != nil {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+}
+
+// A lease created (CreateLease) and deleted between two applies is not
+// written to SQLite at all; a delete whose lease was created before the
+// batch, or written by PutLease only (a restored lease's heartbeat), is.
+func TestJournalElidesALeaseCreatedAndDeletedInOneApply(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	run(t,
+		func() error { return ps.PutLease(ctx, rec("old")) },
+		func() error { return ps.CreateLease(ctx, rec("kept")) },
+	)
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "kept,old" {
+		t.Fatalf("rows %q after the first apply; want kept,old", got)
+	}
+	// A row under the ID of a lease about to be created: no created lease
+	// can have one, so its delete is not written and the row shows it.
+	if err := b.PoolStore().PutLease(ctx, rec("brief")); err != nil {
+		t.Fatal(err)
+	}
+	run(t,
+		func() error { return ps.PutLease(ctx, rec("old")) }, // a heartbeat
+		func() error { return ps.DeleteLease(ctx, "old") },
+		func() error { return ps.PutLease(ctx, rec("kept")) },
+		func() error { return ps.DeleteLease(ctx, "kept") }, // created in an earlier apply
+		func() error { return ps.CreateLease(ctx, rec("brief")) },
+		func() error { return ps.DeleteLease(ctx, "brief") },
+		func() error { return ps.CreateLease(ctx, rec("hb")) },
+		func() error { return ps.PutLease(ctx, rec("hb")) },
+		func() error { return ps.DeleteLease(ctx, "hb") },
+		func() error { return ps.CreateLease(ctx, rec("held")) },
+	)
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if b.journalPending() {
+		t.Fatal("records left to apply")
+	}
+	if got := leaseRows(t, b); got != "brief,held" {
+		t.Errorf("rows %q; want brief (the planted row, its delete elided),held", got)
+	}
+}
+
+// A batch split by maxApply: the create in one apply, the delete in the
+// next, which deletes the row.
+func TestJournalElisionAcrossApplies(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	for i := range maxApply - 1 {
+		if err := ps.PutLease(ctx, rec(fmt.Sprintf("f%03d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t,
+		func() error { return ps.CreateLease(ctx, rec("edge")) }, // the first apply's last record
+		func() error { return ps.DeleteLease(ctx, "edge") },
+	)
+	if err := ApplyJournal(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); !strings.Contains(","+got+",", ",edge,") {
+		t.Fatalf("after the first apply the created lease has no row (rows %.60q…)", got)
+	}
+	if err := ApplyJournal(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); strings.Contains(","+got+",", ",edge,") {
+		t.Errorf("the delete applied in the next batch left the row")
+	}
+}
+
+// Whether a put created its lease is not written to the journal: after a
+// crash the records are applied from the segment, every delete written.
+func TestJournalElisionNotReadBackFromASegment(t *testing.T) {
+	dir := t.TempDir()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	run(t,
+		// The row the file's delete must remove (planted as above; an
+		// unfenced write applies the journal first, so it comes first).
+		func() error { return b.PoolStore().PutLease(ctx, rec("f")) },
+		func() error { return ps.CreateLease(ctx, rec("f")) },
+		func() error { return ps.DeleteLease(ctx, "f") },
+		func() error { return ps.CreateLease(ctx, rec("g")) }, // syncs the lazy delete
+	)
+	if got := leaseRows(t, b); got != "f" {
+		t.Fatalf("rows %q before the crash; want f (the records not applied)", got)
+	}
+	img := filepath.Join(dir, "img.db")
+	CopyCrashImage(t, b, img)
+	later := func() time.Time { return time.Now().Add(time.Hour) } // a's leader lease has run out
+	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
+		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
+	}
+	PauseApplier(c)
+	if err := ApplyJournal(c, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, c); got != "g" {
+		t.Errorf("rows %q after applying the crashed leader's segment; want g", got)
+	}
+}
