@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/rpdhq/rpd/api"
@@ -49,8 +48,7 @@ func (d *Daemon) newAPIServer(baseCtx context.Context) (apiServer, net.Listener)
 			Logger:            d.log,
 		}, d.ln
 	}
-	s := &stdServer{}
-	s.Server = &http.Server{
+	s := httpapi.NewTrackedServer(&http.Server{
 		Handler:           d.handler,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       30 * time.Second,
@@ -58,46 +56,9 @@ func (d *Daemon) newAPIServer(baseCtx context.Context) (apiServer, net.Listener)
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    httpapi.MaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-		ConnState:         s.track,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 		TLSConfig:         d.tls.ServerConfig(),
-	}
+	})
 	// The same configuration: net/http adds "h2" to its NextProtos.
 	return s, tls.NewListener(d.ln, s.TLSConfig)
-}
-
-// stdServer is net/http's server with its connections followed
-// (ConnState), so that a drain can close those that carry no request at
-// once.
-type stdServer struct {
-	*http.Server
-	mu    sync.Mutex
-	conns map[net.Conn]http.ConnState
-}
-
-func (t *stdServer) track(c net.Conn, s http.ConnState) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch s {
-	case http.StateHijacked, http.StateClosed:
-		delete(t.conns, c)
-	default:
-		if t.conns == nil {
-			t.conns = map[net.Conn]http.ConnState{}
-		}
-		t.conns[c] = s
-	}
-}
-
-// CloseQuiet closes the connections with no request under way: idle
-// keep-alive connections and new ones that have not sent a request yet.
-func (t *stdServer) CloseQuiet() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for c, s := range t.conns {
-		if s == http.StateNew || s == http.StateIdle {
-			_ = c.Close()
-			delete(t.conns, c)
-		}
-	}
 }
