@@ -11,10 +11,12 @@ import (
 	"github.com/rpdhq/rpd/backend"
 )
 
-// leaseRows is the lease IDs in b's SQLite table (not the journal's).
-func leaseRows(t *testing.T, b *Backend) string {
+// column is the first column of q's rows (q takes the stack as its one
+// argument), joined with commas: what b's SQLite tables hold, not the
+// journal's records.
+func column(t *testing.T, b *Backend, q string) string {
 	t.Helper()
-	rows, err := b.rdb.QueryContext(context.Background(), `SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`, "s")
+	rows, err := b.rdb.QueryContext(context.Background(), q, "s")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,6 +33,12 @@ func leaseRows(t *testing.T, b *Backend) string {
 		t.Fatal(err)
 	}
 	return strings.Join(out, ",")
+}
+
+// leaseRows is the lease IDs in b's SQLite table.
+func leaseRows(t *testing.T, b *Backend) string {
+	t.Helper()
+	return column(t, b, `SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`)
 }
 
 func run(t *testing.T, ops ...func() error) {

@@ -247,26 +247,10 @@ func TestJournalApplyDeletes(t *testing.T) {
 	if b.journalPending() {
 		t.Fatal("records left to apply")
 	}
-	col := func(q string) string {
-		rows, err := b.rdb.QueryContext(ctx, q, "s")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, id)
-		}
-		return strings.Join(out, ",")
-	}
-	if got := col(`SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`); got != "b,c" {
+	if got := leaseRows(t, b); got != "b,c" {
 		t.Errorf("pool_leases rows %q; want b,c", got)
 	}
-	if got := col(`SELECT id FROM grants WHERE stack = ? ORDER BY id`); got != "g2" {
+	if got := column(t, b, `SELECT id FROM grants WHERE stack = ? ORDER BY id`); got != "g2" {
 		t.Errorf("grants rows %q; want g2", got)
 	}
 }
