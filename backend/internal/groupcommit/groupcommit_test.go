@@ -111,17 +111,11 @@ func TestNewRefusesAnEmptyBatch(t *testing.T) {
 // Under -race: callers mixing Do and DoAll; each write gets its own
 // outcome, is committed once, and in its caller's order.
 func TestDoAllEachWriteGetsItsOwnOutcome(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[int][]int{}
-	q := New(8, func(batch []*Op[[2]int]) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, op := range batch {
-			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
-			if op.W[1]%3 == 1 {
-				op.Err = fmt.Errorf("bad %d", op.W[1])
-			}
+	q, seen := orderQueue(func(n int) error {
+		if n%3 == 1 {
+			return fmt.Errorf("bad %d", n)
 		}
+		return nil
 	})
 	const callers, rounds = 12, 60
 	want := map[int]int{}
@@ -169,6 +163,22 @@ func TestDoAllEachWriteGetsItsOwnOutcome(t *testing.T) {
 	for c := range callers {
 		checkCallOrder(t, c, seen[c], want[c])
 	}
+}
+
+// orderQueue is a queue of writes {caller, sequence number} whose commit
+// records each caller's sequence numbers in commit order (seen, read once
+// the callers are done) and fails those fail names.
+func orderQueue(fail func(n int) error) (*Queue[[2]int], map[int][]int) {
+	var mu sync.Mutex
+	seen := map[int][]int{}
+	return New(8, func(batch []*Op[[2]int]) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, op := range batch {
+			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
+			op.Err = fail(op.W[1])
+		}
+	}), seen
 }
 
 // checkCallOrder fails unless caller c's writes were all committed, want
@@ -339,17 +349,11 @@ func errAt(errs []error, i int) error {
 // own write and outcome; a Do after a Go finds the Go committed; a Go
 // after Close is told ErrClosed and not committed.
 func TestGoMixedWithDo(t *testing.T) {
-	var mu sync.Mutex
-	seen := map[int][]int{}
-	q := New(8, func(batch []*Op[[2]int]) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, op := range batch {
-			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
-			if op.W[1]%3 == 0 {
-				op.Err = fmt.Errorf("third %d", op.W[1])
-			}
+	q, seen := orderQueue(func(n int) error {
+		if n%3 == 0 {
+			return fmt.Errorf("third %d", n)
 		}
+		return nil
 	})
 	const callers, each = 16, 200
 	var told sync.Map // [2]int -> error
