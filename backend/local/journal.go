@@ -52,10 +52,44 @@ const (
 	maxRecord = 1 << 20
 )
 
-// segmentSize is a segment's preallocation; a segment is sealed and a new
-// one started (and the old one folded into SQLite and removed) when a
-// batch would not fit. A variable for tests.
+// segmentSize is the preallocation of a stack's first segment, and the
+// smallest; a segment is sealed and a new one started (and the old one
+// folded into SQLite and removed) when a batch would not fit. A variable
+// for tests. Each next segment's size follows how fast the last one filled
+// (nextSegmentSize), up to maxSegmentGrowth times this.
 var segmentSize int64 = 8 << 20
+
+const (
+	// maxSegmentGrowth bounds a segment at this many times segmentSize
+	// (64 MiB): with the spare, a busy stack keeps at most twice that on
+	// disk.
+	maxSegmentGrowth = 8
+	// segmentFillTarget is how long a segment should last: one that filled
+	// faster is followed by one twice as large, one that took more than
+	// shrinkAfter times as long by one half as large.
+	segmentFillTarget = 30 * time.Second
+	shrinkAfter       = 8
+)
+
+// nextSegmentSize is the size of the segment that follows one of size
+// that filled (or, projected from its first half, will fill) in took.
+//
+// Why it grows: each rotation stalls every grant in flight for about
+// 20 ms on a busy stack (the seal's and the fold's synchronous=FULL
+// commits, and the removal of the folded file, whose freed blocks a
+// concurrent fdatasync waits behind). At 20,000 acquire+release pairs a
+// second an 8 MiB segment lasts about 2.6 s; a 64 MiB one about 20 s. The
+// zeros written ahead of the records cost the same per byte either way; a
+// quiet stack keeps small files.
+func nextSegmentSize(size int64, took time.Duration) int64 {
+	switch {
+	case took < segmentFillTarget:
+		size *= 2
+	case took > shrinkAfter*segmentFillTarget:
+		size /= 2
+	}
+	return min(max(size, segmentSize), maxSegmentGrowth*segmentSize)
+}
 
 // record kinds
 const (
@@ -294,8 +328,9 @@ func fillZeros(f *os.File, from, to int64, pause time.Duration) error {
 }
 
 // fillPause is the pause between two chunks of a paced fillZeros: a spare
-// segment (32 chunks) takes about 100 ms to prepare, ahead of the writer
-// by the half segment it still has to fill.
+// segment of 8 MiB (32 chunks) takes about 100 ms to prepare, one of
+// 64 MiB under a second, ahead of the writer by the half segment it still
+// has to fill (at 20,000 pairs a second, about 10 s of a 64 MiB one).
 const fillPause = 2 * time.Millisecond
 
 // syncDir makes a directory entry created or removed in dir durable.

@@ -70,6 +70,10 @@ type journal struct {
 	mu        sync.Mutex
 	own       segKey // the segment this process writes; zero: none
 	confirmed int64  // its end of confirmed records
+	// ownSize and ownOpened are own's preallocated size and when it was
+	// opened: the spare's size follows how fast own fills.
+	ownSize   int64
+	ownOpened time.Time
 	// pending is own's confirmed records not yet handed to the applier,
 	// [pendStart, confirmed) of the segment, so that the applier applies
 	// them without reading the file back.
@@ -119,6 +123,7 @@ type segWriter struct {
 	segKey
 	f         *os.File
 	end, size int64
+	opened    time.Time // when this process opened it for writing
 	buf       []byte
 	ends      []int64
 }
@@ -552,7 +557,11 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 			return err
 		}
 		if w = b.takeSpare(segKey{epoch, seq}); w == nil {
-			w, err = b.createSegment(epoch, seq, false)
+			size := segmentSize
+			if prev != nil {
+				size = nextSegmentSize(prev.size, time.Since(prev.opened))
+			}
+			w, err = b.createSegment(epoch, seq, size, false)
 		}
 		if err != nil {
 			return err
@@ -568,7 +577,9 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 	}
 	b.j.w = w
 	b.j.mu.Lock()
+	w.opened = time.Now()
 	b.j.own, b.j.confirmed, b.j.pending = w.segKey, w.end, nil
+	b.j.ownSize, b.j.ownOpened = w.size, w.opened
 	b.j.mu.Unlock()
 	return w, nil
 }
@@ -592,15 +603,19 @@ func (b *Backend) takeSpare(k segKey) *segWriter {
 }
 
 // prepareSpare creates, off the writer's path, the file of the segment the
-// writer rotates to next, once its segment is half full: preallocating
-// 8 MiB and syncing it takes tens of milliseconds that grants would wait.
+// writer rotates to next, once its segment is half full: preallocating a
+// segment (8 to 64 MiB) and syncing it takes tens to hundreds of
+// milliseconds that grants would wait. Its size is nextSegmentSize of the
+// time own took to fill its first half, doubled.
 func (b *Backend) prepareSpare() {
 	b.j.mu.Lock()
 	own, confirmed, has := b.j.own, b.j.confirmed, b.j.spare != nil
+	ownSize, ownOpened := b.j.ownSize, b.j.ownOpened
 	b.j.mu.Unlock()
-	if own == (segKey{}) || has || confirmed < segmentSize/2 {
+	if own == (segKey{}) || has || confirmed < ownSize/2 {
 		return
 	}
+	size := nextSegmentSize(ownSize, 2*time.Since(ownOpened))
 	k := segKey{own.epoch, own.seq + 1}
 	b.j.spareMu.Lock()
 	defer b.j.spareMu.Unlock()
@@ -610,7 +625,7 @@ func (b *Backend) prepareSpare() {
 	if stale {
 		return
 	}
-	sp, err := b.createSegment(k.epoch, k.seq, true)
+	sp, err := b.createSegment(k.epoch, k.seq, size, true)
 	if err != nil {
 		b.log.Warn("local backend: could not prepare the next grant journal segment; the writer creates it when it rotates", "path", b.path, "err", err)
 		return
@@ -631,7 +646,7 @@ func (b *Backend) prepareSpare() {
 // 9-13 ms, and the grants' fdatasync behind it (BenchmarkAcquireReleaseHTTP
 // saw one such stall per rotation in its p99). The writer, which waits
 // for its segment, does not pace.
-func (b *Backend) createSegment(epoch, seq int64, paced bool) (*segWriter, error) {
+func (b *Backend) createSegment(epoch, seq, size int64, paced bool) (*segWriter, error) {
 	dir := journalDir(b.path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -655,7 +670,7 @@ func (b *Backend) createSegment(epoch, seq int64, paced bool) (*segWriter, error
 	if paced {
 		pause = fillPause
 	}
-	if err := fillZeros(f, 0, segmentSize, pause); err != nil {
+	if err := fillZeros(f, 0, size, pause); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("preallocate %s: %w", name, err)
 	}
@@ -671,7 +686,7 @@ func (b *Backend) createSegment(epoch, seq int64, paced bool) (*segWriter, error
 		f.Close()
 		return nil, fmt.Errorf("sync the directory %s: %w", dir, err)
 	}
-	return &segWriter{segKey: segKey{epoch, seq}, f: f, end: headerSize, size: segmentSize}, nil
+	return &segWriter{segKey: segKey{epoch, seq}, f: f, end: headerSize, size: size}, nil
 }
 
 // recoverSegment reopens an open segment of epoch left by a writer that

@@ -57,7 +57,7 @@ func TestCreateSegmentLeavesAHeldFileAlone(t *testing.T) {
 		t.Skip("segment files are locked with flock on Linux only")
 	}
 	b := openCommitTest(t, nil)
-	w, err := b.createSegment(9, 0, false)
+	w, err := b.createSegment(9, 0, segmentSize, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestCreateSegmentLeavesAHeldFileAlone(t *testing.T) {
 	if _, err := w.f.WriteAt([]byte("records"), headerSize); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.createSegment(9, 0, false); err == nil || !strings.Contains(err.Error(), "is a writer using it?") {
+	if _, err := b.createSegment(9, 0, segmentSize, false); err == nil || !strings.Contains(err.Error(), "is a writer using it?") {
 		t.Fatalf("createSegment of a held file: %v; want a lock error", err)
 	}
 	got := make([]byte, 7)
