@@ -470,3 +470,36 @@ func TestStressWatchAndPipelining(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// The disconnect watch starts only for a request that ran across a whole
+// reaper period: the phase's start is the reaper's clock, which may be
+// almost a period old, so a request running at the first tick after it
+// began may be microseconds old.
+func TestWatchOnlyForALongRequest(t *testing.T) {
+	s := &Server{}
+	start := time.Unix(1000, 0)
+	s.tick(start)
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newConn(s, server)
+	defer c.close()
+	c.cancel = func() {}
+	c.bodyDone.Store(true)
+	c.setPhase(phaseActive)
+	watching := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.watching
+	}
+	c.check(start.Add(reapEvery).UnixNano())
+	if watching() {
+		t.Fatal("a request that began in the last reaper period is watched; want a watch only after a whole period")
+	}
+	c.check(start.Add(2 * reapEvery).UnixNano())
+	if !watching() {
+		t.Fatal("a request running across a whole reaper period is not watched")
+	}
+	if gone := c.stopWatch(); gone {
+		t.Fatal("stopWatch reports the client gone; it is still connected")
+	}
+}
