@@ -97,6 +97,9 @@ type journal struct {
 	staleEpoch int64 // epochs up to this one are known fenced here
 
 	paused atomic.Bool // tests: the applier applies nothing until Close
+	// noDirect (tests) makes new segment writers append buffered, as
+	// where the file system refuses O_DIRECT.
+	noDirect bool
 
 	// unsynced is when lazy deletes (journalRun) first left bytes of the
 	// writer's segment unsynced (UnixNano), 0 when none are; set and
@@ -126,6 +129,58 @@ type segWriter struct {
 	opened    time.Time // when this process opened it for writing
 	buf       []byte
 	ends      []int64
+	// d appends the records with direct I/O, opened at the first append;
+	// buffered: the file system refused it, so appends are buffered
+	// writes and fdatasync.
+	d        *directAppender
+	buffered bool
+}
+
+// close closes w's files.
+func (w *segWriter) close() {
+	if w.d != nil {
+		w.d.close()
+	}
+	w.f.Close()
+}
+
+// appendRecords writes w.buf at w.end, durable on return when sync: one
+// direct write (with RWF_DSYNC when sync) where the file system takes
+// O_DIRECT, else a buffered write and, when sync, an fdatasync.
+func (b *Backend) appendRecords(w *segWriter, sync bool) error {
+	if w.d == nil && !w.buffered {
+		var err error
+		if b.j.noDirect {
+			err = errors.New("turned off")
+		} else {
+			w.d, err = openDirect(w.f.Name(), w.f, w.end)
+		}
+		if err != nil {
+			b.log.Debug("local backend: appending to the grant journal segment buffered, with fdatasync", "segment", w.f.Name(), "reason", err)
+			w.d, w.buffered = nil, true
+		}
+	}
+	if w.d != nil {
+		err := w.d.append(w.buf, w.end, sync)
+		if !errors.Is(err, errDirectRefused) {
+			if err != nil {
+				return fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
+			}
+			return nil
+		}
+		b.log.Warn("local backend: the file system refused a direct append to the grant journal; appending buffered, with fdatasync", "segment", w.f.Name(), "err", err)
+		w.d.close()
+		w.d, w.buffered = nil, true
+	}
+	if _, err := w.f.WriteAt(w.buf, w.end); err != nil {
+		return fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
+	}
+	if sync {
+		if err := datasync(w.f); err != nil {
+			return fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err)
+		}
+	}
+	return nil
 }
 
 // segRow is a row of journals.
@@ -177,11 +232,11 @@ func (b *Backend) stopJournal() {
 		if err := b.syncLazy(w); err != nil {
 			b.log.Warn("local backend: could not sync the grant journal at close; deletes appended since the last sync may be lost to a power failure (their records then stay counted until their TTL)", "path", b.path, "err", err)
 		}
-		w.f.Close()
+		w.close()
 		b.j.w = nil
 	}
 	if sp := b.takeSpare(segKey{}); sp != nil {
-		sp.f.Close()
+		sp.close()
 	}
 }
 
@@ -349,18 +404,16 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 		}
 		w.encode(ops) // the offsets are the new segment's
 	}
-	if _, err := w.f.WriteAt(w.buf, w.end); err != nil {
-		b.retire(w, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err))
-		fail(fmt.Errorf("append to the grant journal %s (the records are not counted): %w", w.f.Name(), err))
+	sync := needsSync(ops)
+	if sync {
+		b.j.syncs.Add(1)
+	}
+	if err := b.appendRecords(w, sync); err != nil {
+		b.retire(w, err)
+		fail(fmt.Errorf("%w (the records are not counted)", err))
 		return
 	}
-	if needsSync(ops) {
-		b.j.syncs.Add(1)
-		if err := datasync(w.f); err != nil {
-			b.retire(w, fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err))
-			fail(fmt.Errorf("fdatasync the grant journal %s (the records are not counted): %w", w.f.Name(), err))
-			return
-		}
+	if sync {
 		b.j.unsynced.Store(0)
 	} else if b.j.unsynced.Load() == 0 {
 		b.j.unsynced.Store(time.Now().UnixNano())
@@ -440,7 +493,7 @@ func (b *Backend) dropWriter(w *segWriter) {
 		b.log.Warn("local backend: could not sync a sealed grant journal segment; deletes appended to it may be lost to a power failure (their records then stay counted until their TTL)", "path", b.path, "err", err)
 		b.j.unsynced.Store(0)
 	}
-	w.f.Close()
+	w.close()
 	b.j.w = nil
 	b.j.staleEpoch = max(b.j.staleEpoch, w.epoch)
 	b.j.mu.Lock()
@@ -459,7 +512,7 @@ func (b *Backend) retire(w *segWriter, cause error) {
 	if err != nil {
 		b.log.Error("local backend: could not seal the failed grant journal segment; a reader seals it at the end of its whole records", "path", b.path, "err", err)
 	}
-	w.f.Close()
+	w.close()
 	b.j.w = nil
 	b.j.unsynced.Store(0) // what a failed sync left is lost or not: only deletes
 	b.j.mu.Lock()
@@ -511,7 +564,7 @@ func (b *Backend) rotate(w *segWriter) (*segWriter, error) {
 		}
 		return nil, err
 	}
-	w.f.Close()
+	w.close()
 	b.wakeApplier()
 	return nw, nil
 }
@@ -567,7 +620,7 @@ func (b *Backend) openSegment(epoch int64, prev *segWriter) (*segWriter, error) 
 			return err
 		}
 		if _, err := tx.Exec(`INSERT INTO journals (stack, epoch, seq, applied, sealed) VALUES (?, ?, ?, ?, -1)`, b.stack, epoch, seq, headerSize); err != nil {
-			w.f.Close()
+			w.close()
 			return err
 		}
 		return nil
@@ -597,7 +650,7 @@ func (b *Backend) takeSpare(k segKey) *segWriter {
 	if sp.segKey == k {
 		return sp
 	}
-	sp.f.Close()
+	sp.close()
 	_ = os.Remove(sp.f.Name())
 	return nil
 }
@@ -636,7 +689,7 @@ func (b *Backend) prepareSpare() {
 	}
 	b.j.mu.Unlock()
 	if sp != nil {
-		sp.f.Close()
+		sp.close()
 	}
 }
 
