@@ -47,7 +47,7 @@ var rules = map[string]rule{
 	"backend":                      {},
 	"backend/internal/groupcommit": {},
 	"backend/internal/awsconfig":   {ext: awsSDK},
-	"backend/local":                {rpd: []string{"backend", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: []string{"modernc.org/sqlite"}},
+	"backend/local":                {rpd: []string{"backend", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: []string{"golang.org/x/sys/unix", "modernc.org/sqlite"}},
 	"backend/aws":                  {rpd: []string{"backend", "backend/internal/awsconfig", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: awsSDK},
 	"backend/faulty":               {rpd: []string{"backend", "runtime/pickup"}},
 	"backend/ec2":                  {rpd: []string{"backend/internal/awsconfig", "runtime/fleet", "runtime/ledger"}, ext: awsSDK},
