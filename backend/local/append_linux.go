@@ -23,10 +23,15 @@ import (
 // holds its P for the whole syscall, so the difference is CPU the grants
 // get back as well as time they wait.
 //
-// Appends without sync (a batch of deletes only, see journalRun) are
-// direct writes without RWF_DSYNC: on the disk's volatile cache, made
-// durable by the next grant's write or by syncLazy's fdatasync, which
-// flushes the disk's cache.
+// Every append is written with RWF_DSYNC, a batch of deletes only (see
+// journalRun) too, though it needs no sync: on a disk with FUA a
+// RWF_DSYNC write is made durable by itself, without flushing the disk's
+// cache, so a delete left in that cache by a plain direct write could be
+// lost to a power failure while a later grant's block survives, and the
+// reader, which stops at the first missing record, would lose the grant.
+// (It costs little: 28-32 µs against 24-25 µs for a plain direct write.)
+// Without RWF_DSYNC a synced append is a write and an fdatasync, which
+// flushes the cache, and an append without sync a plain write.
 //
 // The appender is the segment's only writer of the record blocks (the
 // segment is flocked by its writer); the header block (the seal flag) is
@@ -67,11 +72,12 @@ func openDirect(name string, f *os.File, end int64) (*directAppender, error) {
 }
 
 // append writes p at at (the end of the data: the tail's block holds the
-// bytes before it), durable on return when sync.
-func (a *directAppender) append(p []byte, at int64, sync bool) error {
+// bytes before it), durable on return when sync, and it reports whether
+// the bytes are durable.
+func (a *directAppender) append(p []byte, at int64, sync bool) (durable bool, err error) {
 	start := at &^ (directBlock - 1)
 	if int64(len(a.tail)) != at-start {
-		return fmt.Errorf("direct append at %d: the block kept in memory ends at %d", at, start+int64(len(a.tail)))
+		return false, fmt.Errorf("direct append at %d: the block kept in memory ends at %d", at, start+int64(len(a.tail)))
 	}
 	n := len(a.tail) + len(p)
 	total := (n + directBlock - 1) &^ (directBlock - 1)
@@ -82,18 +88,18 @@ func (a *directAppender) append(p []byte, at int64, sync bool) error {
 	copy(b, a.tail)
 	copy(b[len(a.tail):], p)
 	clear(b[n:]) // what the preallocation holds past the data
-	if err := a.write(b, start, sync); err != nil {
-		return err
+	if durable, err = a.write(b, start, sync); err != nil {
+		return false, err
 	}
 	end := at + int64(len(p))
 	last := end &^ (directBlock - 1)
 	a.tail = append(a.tail[:0], b[last-start:end-start]...)
-	return nil
+	return durable, nil
 }
 
-func (a *directAppender) write(b []byte, off int64, sync bool) error {
+func (a *directAppender) write(b []byte, off int64, sync bool) (durable bool, err error) {
 	flags := 0
-	if sync && a.dsync {
+	if a.dsync {
 		flags = unix.RWF_DSYNC
 	}
 	n, err := unix.Pwritev2(int(a.f.Fd()), [][]byte{b}, off, flags)
@@ -103,24 +109,28 @@ func (a *directAppender) write(b []byte, off int64, sync bool) error {
 		a.dsync = false
 		return a.write(b, off, sync)
 	}
+	if flags != 0 {
+		durable = err == nil
+	}
 	if errors.Is(err, unix.EINVAL) {
 		// The file system took O_DIRECT at open but refuses this write
 		// (an alignment it needs that is not the page size): nothing was
 		// written.
-		return fmt.Errorf("%w: %w", errDirectRefused, err)
+		return false, fmt.Errorf("%w: %w", errDirectRefused, err)
 	}
 	if err == nil && n < len(b) {
 		err = io.ErrShortWrite
 	}
 	if err != nil {
-		return fmt.Errorf("direct write of %d bytes at %d: %w", len(b), off, err)
+		return false, fmt.Errorf("direct write of %d bytes at %d: %w", len(b), off, err)
 	}
-	if sync && !a.dsync {
+	if sync && !durable {
 		if err := datasync(a.f); err != nil {
-			return fmt.Errorf("fdatasync: %w", err)
+			return false, fmt.Errorf("fdatasync: %w", err)
 		}
+		durable = true
 	}
-	return nil
+	return durable, nil
 }
 
 func (a *directAppender) close() error { return a.f.Close() }

@@ -31,7 +31,8 @@ func directFile(t *testing.T, size int, prefix []byte) (*os.File, []byte) {
 
 // Appends of every size, from any end (block-aligned or not, as a
 // recovered segment's), leave the file holding exactly the bytes appended
-// after the bytes before, and zeros past the end; synced or not.
+// after the bytes before, and zeros past the end; each is durable, asked
+// to sync or not.
 func TestDirectAppendKeepsTheBytes(t *testing.T) {
 	for _, end := range []int{headerSize, headerSize + 1, 3*directBlock - 7, 5*directBlock + 300} {
 		prefix := bytes.Repeat([]byte{0xa5}, end)
@@ -51,8 +52,14 @@ func TestDirectAppendKeepsTheBytes(t *testing.T) {
 			for j := range p {
 				p[j] = byte(rng.IntN(255) + 1)
 			}
-			if err := a.append(p, int64(at), i%3 == 0); err != nil {
+			durable, err := a.append(p, int64(at), i%3 == 0)
+			if err != nil {
 				t.Fatalf("append %d bytes at %d: %v", n, at, err)
+			}
+			if !durable {
+				// With RWF_DSYNC every append is durable: a delete left in
+				// the disk's cache must not lie behind a grant's block.
+				t.Fatalf("append %d at %d (sync %v) not durable", n, at, i%3 == 0)
 			}
 			copy(want[at:], p)
 			at += n
@@ -81,13 +88,14 @@ func TestDirectAppendRefusesAGap(t *testing.T) {
 		t.Skipf("the file system refuses O_DIRECT: %v", err)
 	}
 	defer a.close()
-	if err := a.append([]byte("x"), headerSize+10, true); err == nil {
+	if _, err := a.append([]byte("x"), headerSize+10, true); err == nil {
 		t.Fatal("an append past the end was written; want an error")
 	}
 }
 
 // Without RWF_DSYNC (an older kernel) a synced append is a write and an
-// fdatasync, with the same bytes.
+// fdatasync, an append without sync a plain write (made durable by the
+// next fdatasync), with the same bytes.
 func TestDirectAppendWithoutPerWriteSync(t *testing.T) {
 	f, want := directFile(t, 8*directBlock, nil)
 	a, err := openDirect(f.Name(), f, headerSize)
@@ -97,10 +105,14 @@ func TestDirectAppendWithoutPerWriteSync(t *testing.T) {
 	defer a.close()
 	a.dsync = false
 	p := bytes.Repeat([]byte("r"), 5000)
-	if err := a.append(p, headerSize, true); err != nil {
-		t.Fatal(err)
+	if durable, err := a.append(p, headerSize, false); err != nil || durable {
+		t.Fatalf("an append without sync: durable %v, %v; want not durable", durable, err)
+	}
+	if durable, err := a.append(p, headerSize+5000, true); err != nil || !durable {
+		t.Fatalf("a synced append: durable %v, %v; want durable", durable, err)
 	}
 	copy(want[headerSize:], p)
+	copy(want[headerSize+5000:], p)
 	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, want) {
 		t.Fatal("the file does not hold the appended bytes")
 	}

@@ -17,5 +17,5 @@ func openDirect(string, *os.File, int64) (*directAppender, error) {
 
 var errDirectRefused = errors.New("the file system refused a direct write")
 
-func (*directAppender) append([]byte, int64, bool) error { return errors.ErrUnsupported }
-func (*directAppender) close() error                     { return nil }
+func (*directAppender) append([]byte, int64, bool) (bool, error) { return false, errors.ErrUnsupported }
+func (*directAppender) close() error                             { return nil }

@@ -145,11 +145,11 @@ func (w *segWriter) close() {
 }
 
 // appendRecords writes w.buf at w.end, durable on return when sync: one
-// direct write (with RWF_DSYNC when sync) where the file system takes
-// O_DIRECT, else a buffered write and, when sync, an fdatasync.
-func (b *Backend) appendRecords(w *segWriter, sync bool) error {
+// direct write with RWF_DSYNC where the file system takes O_DIRECT (durable
+// whether sync or not), else a buffered write and, when sync, an
+// fdatasync. It reports whether the bytes are durable.
+func (b *Backend) appendRecords(w *segWriter, sync bool) (durable bool, err error) {
 	if w.d == nil && !w.buffered {
-		var err error
 		if b.j.noDirect {
 			err = errors.New("turned off")
 		} else {
@@ -161,26 +161,26 @@ func (b *Backend) appendRecords(w *segWriter, sync bool) error {
 		}
 	}
 	if w.d != nil {
-		err := w.d.append(w.buf, w.end, sync)
+		durable, err = w.d.append(w.buf, w.end, sync)
 		if !errors.Is(err, errDirectRefused) {
 			if err != nil {
-				return fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
+				return false, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
 			}
-			return nil
+			return durable, nil
 		}
 		b.log.Warn("local backend: the file system refused a direct append to the grant journal; appending buffered, with fdatasync", "segment", w.f.Name(), "err", err)
 		w.d.close()
 		w.d, w.buffered = nil, true
 	}
 	if _, err := w.f.WriteAt(w.buf, w.end); err != nil {
-		return fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
+		return false, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
 	}
 	if sync {
 		if err := datasync(w.f); err != nil {
-			return fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err)
+			return false, fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err)
 		}
 	}
-	return nil
+	return sync, nil
 }
 
 // segRow is a row of journals.
@@ -374,7 +374,9 @@ func needsSync(ops []*recordOp) bool {
 // are in the page cache); a power loss may lose the deletes of the last
 // lazySync, which keeps their records counted until their TTL: the accepted
 // cost of a release that answers before its record's delete
-// (docs/backends.md, "Lazy deletes").
+// (docs/backends.md, "Lazy deletes"). That is a buffered segment's: one
+// appended with direct I/O and RWF_DSYNC (append_linux.go) makes every
+// append durable, so its deletes are never left unsynced.
 func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 	fail := func(err error) {
 		for _, op := range ops {
@@ -408,14 +410,15 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 	if sync {
 		b.j.syncs.Add(1)
 	}
-	if err := b.appendRecords(w, sync); err != nil {
+	durable, err := b.appendRecords(w, sync)
+	if err != nil {
 		b.retire(w, err)
 		fail(fmt.Errorf("%w (the records are not counted)", err))
 		return
 	}
 	if sync {
 		b.j.unsynced.Store(0)
-	} else if b.j.unsynced.Load() == 0 {
+	} else if !durable && b.j.unsynced.Load() == 0 {
 		b.j.unsynced.Store(time.Now().UnixNano())
 	}
 	newEnd := w.ends[len(w.ends)-1]

@@ -34,6 +34,7 @@ func TestJournalDeleteOnlyBatchIsNotSynced(t *testing.T) {
 	ctx := context.Background()
 	b, ps, gs, _ := lazyLeader(t, path, nil)
 	b.j.paused.Store(true) // no lazy flush: the test looks at each sync
+	b.j.noDirect = true    // lazy deletes are a buffered segment's (see TestJournalDirectDeletesAreDurable)
 	for _, id := range []string{"l1", "l2"} {
 		if err := ps.PutLease(ctx, rec(id)); err != nil {
 			t.Fatal(err)
@@ -91,6 +92,29 @@ func TestJournalDeleteOnlyBatchIsNotSynced(t *testing.T) {
 	}
 }
 
+// On a segment appended with direct I/O and RWF_DSYNC a batch of deletes
+// waits for no sync it needs (the count of syncs the grants need does not
+// move) but is durable at once: nothing is left for a lazy flush, and no
+// delete lies in the disk's cache behind a later grant.
+func TestJournalDirectDeletesAreDurable(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	if err := ps.PutLease(ctx, rec("l1")); err != nil {
+		t.Fatal(err)
+	}
+	if w := b.j.w; w.d == nil || !w.d.dsync {
+		t.Skip("no direct appends with RWF_DSYNC here")
+	}
+	synced := b.j.syncs.Load()
+	if err := ps.DeleteLease(ctx, "l1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.j.syncs.Load() - synced; n != 0 || b.j.unsynced.Load() != 0 {
+		t.Errorf("a delete: %d syncs counted, unsynced %d; want 0 and none", n, b.j.unsynced.Load())
+	}
+}
+
 // openAt opens the database at path (stack s).
 func openAt(t *testing.T, path string) *Backend {
 	t.Helper()
@@ -104,6 +128,7 @@ func openAt(t *testing.T, path string) *Backend {
 
 func TestJournalLazyDeletesAreFlushed(t *testing.T) {
 	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.noDirect = true // lazy deletes are a buffered segment's
 	ctx := context.Background()
 	if err := ps.PutLease(ctx, rec("l1")); err != nil {
 		t.Fatal(err)
