@@ -10,14 +10,14 @@ import (
 	"testing"
 )
 
-// directFile is a zero-filled file of size bytes with prefix written at its
-// start, in a directory whose file system takes O_DIRECT (else the test
-// is skipped).
-func directFile(t *testing.T, size int, prefix []byte) (*os.File, []byte) {
+// directAt returns an appender at end of a file of size bytes whose first
+// end bytes are 0xa5 and the rest zeros, the file, and what it holds; the
+// test is skipped where the file system refuses O_DIRECT.
+func directAt(t *testing.T, size, end int) (*directAppender, *os.File, []byte) {
 	t.Helper()
 	name := filepath.Join(t.TempDir(), "seg")
 	want := make([]byte, size)
-	copy(want, prefix)
+	copy(want, bytes.Repeat([]byte{0xa5}, end))
 	if err := os.WriteFile(name, want, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,12 @@ func directFile(t *testing.T, size int, prefix []byte) (*os.File, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return f, want
+	a, err := openDirect(name, f, int64(end))
+	if err != nil {
+		t.Skipf("the file system refuses O_DIRECT: %v", err)
+	}
+	t.Cleanup(func() { a.close() })
+	return a, f, want
 }
 
 // Appends of every size, from any end (block-aligned or not, as a
@@ -35,12 +40,7 @@ func directFile(t *testing.T, size int, prefix []byte) (*os.File, []byte) {
 // to sync or not.
 func TestDirectAppendKeepsTheBytes(t *testing.T) {
 	for _, end := range []int{headerSize, headerSize + 1, 3*directBlock - 7, 5*directBlock + 300} {
-		prefix := bytes.Repeat([]byte{0xa5}, end)
-		f, want := directFile(t, 64*directBlock, prefix)
-		a, err := openDirect(f.Name(), f, int64(end))
-		if err != nil {
-			t.Skipf("the file system refuses O_DIRECT: %v", err)
-		}
+		a, f, want := directAt(t, 64*directBlock, end)
 		rng := rand.New(rand.NewPCG(uint64(end), 1))
 		at := end
 		for i := range 60 {
@@ -64,7 +64,6 @@ func TestDirectAppendKeepsTheBytes(t *testing.T) {
 			copy(want[at:], p)
 			at += n
 		}
-		a.close()
 		got, err := os.ReadFile(f.Name())
 		if err != nil {
 			t.Fatal(err)
@@ -82,12 +81,7 @@ func TestDirectAppendKeepsTheBytes(t *testing.T) {
 // An append at an offset other than the end the appender keeps is refused,
 // not written over the records before it.
 func TestDirectAppendRefusesAGap(t *testing.T) {
-	f, _ := directFile(t, 8*directBlock, nil)
-	a, err := openDirect(f.Name(), f, headerSize)
-	if err != nil {
-		t.Skipf("the file system refuses O_DIRECT: %v", err)
-	}
-	defer a.close()
+	a, _, _ := directAt(t, 8*directBlock, headerSize)
 	if _, err := a.append([]byte("x"), headerSize+10, true); err == nil {
 		t.Fatal("an append past the end was written; want an error")
 	}
@@ -97,12 +91,7 @@ func TestDirectAppendRefusesAGap(t *testing.T) {
 // fdatasync, an append without sync a plain write (made durable by the
 // next fdatasync), with the same bytes.
 func TestDirectAppendWithoutPerWriteSync(t *testing.T) {
-	f, want := directFile(t, 8*directBlock, nil)
-	a, err := openDirect(f.Name(), f, headerSize)
-	if err != nil {
-		t.Skipf("the file system refuses O_DIRECT: %v", err)
-	}
-	defer a.close()
+	a, f, want := directAt(t, 8*directBlock, headerSize)
 	a.dsync = false
 	p := bytes.Repeat([]byte("r"), 5000)
 	if durable, err := a.append(p, headerSize, false); err != nil || durable {
