@@ -102,12 +102,17 @@ func (a *directAppender) write(b []byte, off int64, sync bool) (durable bool, er
 	if a.dsync {
 		flags = unix.RWF_DSYNC
 	}
-	n, err := unix.Pwritev2(int(a.f.Fd()), [][]byte{b}, off, flags)
-	if flags != 0 && (errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL)) {
-		// A kernel before 4.7, or a file system without per-write
-		// flags: write, then fdatasync.
-		a.dsync = false
-		return a.write(b, off, sync)
+	var n int
+	if flags != 0 {
+		n, err = unix.Pwritev2(int(a.f.Fd()), [][]byte{b}, off, flags)
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+			// A kernel before 4.7 (no pwritev2), or a file system
+			// without per-write flags: pwrite, then fdatasync.
+			a.dsync = false
+			return a.write(b, off, sync)
+		}
+	} else {
+		n, err = a.f.WriteAt(b, off)
 	}
 	if flags != 0 {
 		durable = err == nil

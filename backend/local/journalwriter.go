@@ -105,7 +105,8 @@ type journal struct {
 	// writer's segment unsynced (UnixNano), 0 when none are; set and
 	// cleared by the writer, read by the applier to flush them.
 	unsynced atomic.Int64
-	// syncs counts the writer's fdatasyncs of segments (tests).
+	// syncs counts the writer's batches that needed a sync (tests): an
+	// fdatasync, or a direct write with RWF_DSYNC that had to be one.
 	syncs atomic.Int64
 
 	wake     chan struct{} // capacity 1
