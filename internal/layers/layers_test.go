@@ -58,6 +58,7 @@ var rules = map[string]rule{
 	"internal/open":                {rpd: []string{"backend", "backend/aws", "backend/local", "reconcile", "runtime/pickup", "runtime/pools"}},
 	"internal/awstest":             {rpd: []string{"backend/aws"}, ext: awsSDK},
 	"internal/clocktest":           {},
+	"internal/poolstest":           {rpd: []string{"runtime/pools"}},
 	"internal/waitfor":             {},
 	"internal/tlstest":             {},
 	"internal/ec2test":             {ext: awsSDK},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/internal/poolstest"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -69,26 +70,16 @@ func TestObservedBatchDeletes(t *testing.T) {
 	}
 }
 
-type creatingPools struct {
-	pools.MemoryStore
-	created []string
-}
-
-func (c *creatingPools) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
-	c.created = append(c.created, rec.LeaseID)
-	return c.PutLease(ctx, rec)
-}
-
 // A grant's record reaches a store that has CreateLease as one, observed
 // as a put.
 func TestObservedCreateLease(t *testing.T) {
 	var ops []string
 	fn := func(op string, _ time.Duration, err error) { ops = append(ops, fmt.Sprint(op, " ", err)) }
-	inner := &creatingPools{}
+	inner := &poolstest.CreatingStore{}
 	if err := pools.CreateLease(context.Background(), observedPools{inner, fn}, pools.LeaseRecord{LeaseID: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(inner.created, []string{"a"}) || !slices.Equal(ops, []string{"pools.put_lease <nil>"}) {
-		t.Errorf("created %v, observed %v; want [a], [pools.put_lease <nil>]", inner.created, ops)
+	if !slices.Equal(inner.Created, []string{"a"}) || !slices.Equal(ops, []string{"pools.put_lease <nil>"}) {
+		t.Errorf("created %v, observed %v; want [a], [pools.put_lease <nil>]", inner.Created, ops)
 	}
 }

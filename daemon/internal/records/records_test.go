@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rpdhq/rpd/internal/poolstest"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -273,25 +274,15 @@ func TestAsyncDeleteStoreFallsBack(t *testing.T) {
 	}
 }
 
-type creatingStore struct {
-	pools.MemoryStore
-	created []string
-}
-
-func (c *creatingStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
-	c.created = append(c.created, rec.LeaseID)
-	return c.PutLease(ctx, rec)
-}
-
 // A grant's record reaches the wrapped store as a CreateLease.
 func TestAsyncDeleteStoreCreateLease(t *testing.T) {
-	inner := &creatingStore{}
+	inner := &poolstest.CreatingStore{}
 	s := NewAsyncDeleteStore(inner, slog.New(slog.DiscardHandler))
 	defer s.Close()
 	if err := pools.CreateLease(context.Background(), s, pools.LeaseRecord{LeaseID: "p/a", Pool: "p", Slots: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if len(inner.created) != 1 || inner.created[0] != "p/a" {
-		t.Fatalf("CreateLease calls %v; want [p/a]", inner.created)
+	if len(inner.Created) != 1 || inner.Created[0] != "p/a" {
+		t.Fatalf("CreateLease calls %v; want [p/a]", inner.Created)
 	}
 }
