@@ -279,3 +279,50 @@ func TestJournalApplyDeletes(t *testing.T) {
 		t.Errorf("grants rows %q; want g2", got)
 	}
 }
+
+// A queued delete (a release's) waits for the next grant to share its
+// append: no write of its own, and it is durable with the grant.
+func TestQueuedDeleteSharesTheNextGrantsAppend(t *testing.T) {
+	old := deferDeletes
+	deferDeletes = time.Hour // only a grant (or Close) writes it
+	t.Cleanup(func() { deferDeletes = old })
+	path := filepath.Join(t.TempDir(), "c.db")
+	ctx := context.Background()
+	b, ps, _, _ := lazyLeader(t, path, nil)
+	if err := ps.PutLease(ctx, rec("l1")); err != nil {
+		t.Fatal(err)
+	}
+	end, synced := JournalEnd(b), b.j.syncs.Load()
+	deleted := make(chan error, 1)
+	ps.QueueDeleteLease("l1", func(err error) { deleted <- err })
+	if b.records.Queued() != 1 || JournalEnd(b) != end {
+		t.Fatalf("queued delete: %d queued, journal end %d -> %d; want it queued, nothing appended", b.records.Queued(), end, JournalEnd(b))
+	}
+	if err := ps.PutLease(ctx, rec("l2")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-deleted:
+		if err != nil {
+			t.Fatalf("the queued delete: %v", err)
+		}
+	default:
+		t.Fatal("the grant's append returned before the delete queued ahead of it was written")
+	}
+	if n := b.j.syncs.Load() - synced; n != 1 {
+		t.Fatalf("a delete and a grant cost %d synced appends; want the grant's one", n)
+	}
+	if got := leaseIDs(t, b); strings.Join(got, ",") != "l2" {
+		t.Fatalf("leases %v; want l2 (l1 released)", got)
+	}
+	// A reopen reads the same from the journal.
+	b.Close()
+	b2, err := Open(ctx, path, Options{Stack: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if got := leaseIDs(t, b2); strings.Join(got, ",") != "l2" {
+		t.Fatalf("after a reopen: leases %v; want l2", got)
+	}
+}

@@ -119,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	}
 	b.prepareStmts(ctx)
 	b.startJournal()
-	b.records = groupcommit.New(maxBatch, b.commitRecords)
+	b.records = groupcommit.New(maxBatch, b.commitRecords, groupcommit.DeferGo(deferDeletes))
 	b.queued = b.finishQueued
 	return b, nil
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrClosed: Do after Close. Nothing was written.
@@ -24,6 +25,7 @@ type Op[W any] struct {
 	// of done.
 	async bool
 	then  func(w W, err error)
+	at    time.Time // when Go queued it, with DeferGo
 }
 
 const (
@@ -37,25 +39,47 @@ type Queue[W any] struct {
 	commit   func(batch []*Op[W])
 	maxBatch int
 
-	mu     sync.Mutex
-	queue  []*Op[W]
-	spare  []*Op[W] // the previous batch's slice, reused
-	closed bool
-	wake   chan struct{} // capacity 1: work queued, or Close
-	done   chan struct{} // closed when the writer returned
+	// deferGo: DeferGo's bound, 0 without it.
+	deferGo time.Duration
+
+	mu      sync.Mutex
+	queue   []*Op[W]
+	waiting int      // the writes of Do and DoAll in queue
+	spare   []*Op[W] // the previous batch's slice, reused
+	closed  bool
+	wake    chan struct{} // capacity 1: work queued, or Close
+	done    chan struct{} // closed when the writer returned
 
 	ops      sync.Pool // *Op[W] with their done channels
 	opSlices sync.Pool // *[]*Op[W], DoAll's
 }
 
+// An Option configures a Queue.
+type Option func(*options)
+
+type options struct{ deferGo time.Duration }
+
+// DeferGo lets the writes queued by Go wait, for at most d after the
+// oldest of them was queued, for a batch that holds a write of Do or
+// DoAll, instead of making a batch of their own as soon as the writer is
+// free: while callers wait for their writes, Go's ride along in the same
+// round trip, and alone they are committed d after the first of them, with
+// whatever came meanwhile. Nobody waits for a write of Go, so what d costs
+// is how long one stays unwritten: what a crash of the process loses.
+func DeferGo(d time.Duration) Option { return func(o *options) { o.deferGo = d } }
+
 // New starts a queue whose writer hands commit batches of at most maxBatch
 // writes, in arrival order. commit runs on the writer goroutine, one batch
 // at a time, and sets each Op's Err.
-func New[W any](maxBatch int, commit func(batch []*Op[W])) *Queue[W] {
+func New[W any](maxBatch int, commit func(batch []*Op[W]), opts ...Option) *Queue[W] {
 	if maxBatch < 1 {
 		panic("groupcommit: maxBatch must be at least 1")
 	}
-	q := &Queue[W]{commit: commit, maxBatch: maxBatch, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	q := &Queue[W]{commit: commit, maxBatch: maxBatch, deferGo: o.deferGo, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	q.ops.New = func() any { return &Op[W]{done: make(chan error, 1)} }
 	q.opSlices.New = func() any { return new([]*Op[W]) }
 	go q.run()
@@ -83,6 +107,7 @@ func (q *Queue[W]) Do(ctx context.Context, w W) error {
 		return ErrClosed
 	}
 	q.queue = append(q.queue, op)
+	q.waiting++
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -105,10 +130,14 @@ func (q *Queue[W]) Do(ctx context.Context, w W) error {
 // calls then (nil: nobody is told) with w and its outcome, on the writer
 // goroutine: then must be quick and must not wait for the queue. A later
 // Do, DoAll or Go of the same caller is written after w. After Close, Go
-// calls then with ErrClosed before it returns.
+// calls then with ErrClosed before it returns. With DeferGo, w may wait
+// for a write of Do or DoAll to share its batch.
 func (q *Queue[W]) Go(w W, then func(w W, err error)) {
 	op := q.ops.Get().(*Op[W])
 	op.W, op.async, op.then = w, true, then
+	if q.deferGo > 0 {
+		op.at = time.Now()
+	}
 	op.state.Store(queued)
 	q.mu.Lock()
 	if q.closed {
@@ -119,8 +148,15 @@ func (q *Queue[W]) Go(w W, then func(w W, err error)) {
 		}
 		return
 	}
+	queued := len(q.queue)
 	q.queue = append(q.queue, op)
 	q.mu.Unlock()
+	if q.deferGo > 0 && queued > 0 {
+		// The writer does not sleep on wake while anything is queued:
+		// it is writing, or waits for DeferGo's time, which w does not
+		// change.
+		return
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -175,6 +211,7 @@ func (q *Queue[W]) DoAll(ctx context.Context, ws []W) (errs []error) {
 		return errs
 	}
 	q.queue = append(q.queue, ops...)
+	q.waiting += len(ops)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -219,7 +256,7 @@ func (q *Queue[W]) settle(op *Op[W], cause error) error {
 
 func (q *Queue[W]) put(op *Op[W]) {
 	var zero W
-	op.W, op.Err, op.async, op.then = zero, nil, false, nil
+	op.W, op.Err, op.async, op.then, op.at = zero, nil, false, nil, time.Time{}
 	q.ops.Put(op)
 }
 
@@ -245,6 +282,7 @@ func (q *Queue[W]) Close() {
 
 func (q *Queue[W]) run() {
 	defer close(q.done)
+	var deferred *time.Timer // DeferGo's wait
 	for {
 		// Yield once before taking the batch: callers about to write
 		// (runnable, not yet queued) queue first. Under the daemon's HTTP
@@ -253,11 +291,30 @@ func (q *Queue[W]) run() {
 		// scheduler.
 		runtime.Gosched()
 		q.mu.Lock()
+		if wait := q.deferral(); wait > 0 {
+			q.mu.Unlock()
+			if deferred == nil {
+				deferred = time.NewTimer(wait)
+			} else {
+				deferred.Reset(wait)
+			}
+			select {
+			case <-q.wake: // a write of Do or DoAll, or Close
+				deferred.Stop()
+			case <-deferred.C:
+			}
+			continue
+		}
 		n := min(len(q.queue), q.maxBatch)
 		batch := append(q.spare[:0], q.queue[:n]...)
 		rest := copy(q.queue, q.queue[n:])
 		clear(q.queue[rest:])
 		q.queue = q.queue[:rest]
+		for _, op := range batch {
+			if !op.async {
+				q.waiting--
+			}
+		}
 		closed := q.closed
 		q.mu.Unlock()
 		if len(batch) == 0 {
@@ -271,6 +328,16 @@ func (q *Queue[W]) run() {
 		clear(batch)
 		q.spare = batch
 	}
+}
+
+// deferral is how long the writer waits before it takes a batch: with
+// DeferGo, while only writes of Go are queued, until the oldest waited
+// DeferGo's time. q.mu is held.
+func (q *Queue[W]) deferral() time.Duration {
+	if q.deferGo == 0 || q.closed || q.waiting > 0 || len(q.queue) == 0 {
+		return 0
+	}
+	return q.deferGo - time.Since(q.queue[0].at)
 }
 
 // commitTaken commits the writes of batch whose callers still wait and

@@ -168,7 +168,7 @@ func TestDoAllEachWriteGetsItsOwnOutcome(t *testing.T) {
 // orderQueue is a queue of writes {caller, sequence number} whose commit
 // records each caller's sequence numbers in commit order (seen, read once
 // the callers are done) and fails those fail names.
-func orderQueue(fail func(n int) error) (*Queue[[2]int], map[int][]int) {
+func orderQueue(fail func(n int) error, opts ...Option) (*Queue[[2]int], map[int][]int) {
 	var mu sync.Mutex
 	seen := map[int][]int{}
 	return New(8, func(batch []*Op[[2]int]) {
@@ -178,7 +178,7 @@ func orderQueue(fail func(n int) error) (*Queue[[2]int], map[int][]int) {
 			seen[op.W[0]] = append(seen[op.W[0]], op.W[1])
 			op.Err = fail(op.W[1])
 		}
-	}), seen
+	}, opts...), seen
 }
 
 // checkCallOrder fails unless caller c's writes were all committed, want
@@ -349,12 +349,18 @@ func errAt(errs []error, i int) error {
 // own write and outcome; a Do after a Go finds the Go committed; a Go
 // after Close is told ErrClosed and not committed.
 func TestGoMixedWithDo(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprint("DeferGo=", d), func(t *testing.T) { testGoMixedWithDo(t, d) })
+	}
+}
+
+func testGoMixedWithDo(t *testing.T, deferGo time.Duration) {
 	q, seen := orderQueue(func(n int) error {
 		if n%3 == 0 {
 			return fmt.Errorf("third %d", n)
 		}
 		return nil
-	})
+	}, DeferGo(deferGo))
 	const callers, each = 16, 200
 	var told sync.Map // [2]int -> error
 	var wg sync.WaitGroup
@@ -424,5 +430,101 @@ func TestGoWithoutThenLeavesNothingForDo(t *testing.T) {
 		if err := q.Do(context.Background(), i); err != nil {
 			t.Fatalf("Do %d after a failing Go without then: %v", i, err)
 		}
+	}
+}
+
+// batchLog is a commit function that records its batches' writes.
+type batchLog struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (l *batchLog) commit(batch []*Op[string]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ws []string
+	for _, op := range batch {
+		ws = append(ws, op.W)
+	}
+	l.batches = append(l.batches, ws)
+}
+
+func (l *batchLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.batches)
+}
+
+// With DeferGo, writes of Go wait for one of Do and share its batch.
+func TestDeferGoRidesWithDo(t *testing.T) {
+	var l batchLog
+	q := New(16, l.commit, DeferGo(time.Hour))
+	defer q.Close()
+	told := make(chan string, 2)
+	then := func(w string, err error) {
+		if err != nil {
+			t.Errorf("Go %s: %v", w, err)
+		}
+		told <- w
+	}
+	q.Go("release-1", then)
+	q.Go("release-2", then)
+	if err := q.Do(context.Background(), "grant"); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.String(); got != "[[release-1 release-2 grant]]" {
+		t.Fatalf("batches %s; want the Go writes in the Do's batch, before it", got)
+	}
+	for _, want := range []string{"release-1", "release-2"} {
+		if got := <-told; got != want {
+			t.Fatalf("then told %s; want %s", got, want)
+		}
+	}
+}
+
+// Alone, writes of Go are committed together once the oldest waited
+// DeferGo's time, not before.
+func TestDeferGoAloneWaitsItsTime(t *testing.T) {
+	const d = 200 * time.Millisecond
+	var l batchLog
+	q := New(16, l.commit, DeferGo(d))
+	defer q.Close()
+	done := make(chan struct{})
+	start := time.Now()
+	for i := range 3 {
+		var then func(string, error)
+		if i == 2 {
+			then = func(string, error) { close(done) }
+		}
+		q.Go(fmt.Sprint("release-", i), then)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("writes of Go not committed 10s after they were queued (DeferGo %v); batches %s", d, &l)
+	}
+	if waited := time.Since(start); waited < d {
+		t.Fatalf("writes of Go committed after %v; want them kept for DeferGo's %v", waited, d)
+	}
+	if got := l.String(); got != "[[release-0 release-1 release-2]]" {
+		t.Fatalf("batches %s; want one batch of the three", got)
+	}
+}
+
+// Close commits writes of Go that wait for DeferGo's time at once.
+func TestDeferGoClose(t *testing.T) {
+	var l batchLog
+	q := New(16, l.commit, DeferGo(time.Hour))
+	var told error = errors.New("not told")
+	q.Go("release", func(_ string, err error) { told = err })
+	closed := make(chan struct{})
+	go func() { q.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s with a write of Go deferred for an hour")
+	}
+	if told != nil || l.String() != "[[release]]" {
+		t.Fatalf("after Close: told %v, batches %s; want the deferred write committed", told, &l)
 	}
 }
