@@ -1,7 +1,9 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,5 +41,22 @@ func TestPoolMaxWait(t *testing.T) {
 	td.edit(t, "pool \"p\" { slots = 2 }\n")
 	if _, err := td.c.Acquire(ctx, "p", api.AcquireRequest{WaitSeconds: 30}); err != nil {
 		t.Fatalf("after removing max_wait, wait_seconds 30: %v", err)
+	}
+}
+
+// A daemon that takes over opens the grant journal's segment before it
+// serves, so that its first grants do not wait for the segment's
+// preallocation (the local backend's PrepareJournal).
+func TestLeaderOpensTheGrantJournalBeforeItsFirstGrant(t *testing.T) {
+	td := startDaemon(t, `pool "p" { slots = 1 }`)
+	segs, err := filepath.Glob(filepath.Join(td.state, "state.db.journal", "t.*.0"))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("journal segments after the start: %v, %v; want the leader's one", segs, err)
+	}
+	if _, err := td.c.Acquire(context.Background(), "p", api.AcquireRequest{TaskID: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := filepath.Glob(filepath.Join(td.state, "state.db.journal", "t.*")); len(again) != 1 || again[0] != segs[0] {
+		t.Fatalf("journal segments after a grant: %v; want %v only", again, segs)
 	}
 }

@@ -35,6 +35,11 @@ func (d *Daemon) firstElection(ctx context.Context) (bool, error) {
 func (d *Daemon) takeOver(ctx context.Context, startup bool) error {
 	l := d.elector.View()
 	d.log.Info("leading the stack", "epoch", l.Epoch, "holder", l.Holder, "address", l.Address)
+	if p := d.backend.PrepareWrites; p != nil {
+		if err := p(ctx, l.Epoch); err != nil {
+			d.log.Warn("taking over: could not prepare the backend's grant writes; the first grant does it", "err", err)
+		}
+	}
 	if d.opts.Mode == ModeWatch {
 		// On the reloader's owner: no reload runs while the new leader
 		// applies the active configuration.

@@ -52,6 +52,9 @@ type recordWrite struct {
 	epoch int64 // 0: unfenced
 	// flush: no record; syncs what lazy deletes left unsynced (fenced).
 	flush bool
+	// open, with flush: opens epoch's journal segment first if this
+	// Backend writes none for it (PrepareJournal).
+	open bool
 	// rec is the journal record of a fenced write (epoch != 0), which goes
 	// to the grant journal (journalwriter.go) instead of st.
 	rec jrec

@@ -3,6 +3,8 @@ package local
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -324,5 +326,41 @@ func TestQueuedDeleteSharesTheNextGrantsAppend(t *testing.T) {
 	defer b2.Close()
 	if got := leaseIDs(t, b2); strings.Join(got, ",") != "l2" {
 		t.Fatalf("after a reopen: leases %v; want l2", got)
+	}
+}
+
+// PrepareJournal opens the leader's segment before its first grant, once;
+// an epoch that does not lead is fenced.
+func TestPrepareJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	ctx := context.Background()
+	b, ps, _, epoch := lazyLeader(t, path, nil)
+	name := JournalSegment(path, "s", epoch, 0)
+	if _, err := os.Stat(name); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a segment before any write or PrepareJournal: %v", err)
+	}
+	for range 2 {
+		if err := b.PrepareJournal(ctx, epoch); err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(name)
+		if err != nil || fi.Size() != segmentSize {
+			t.Fatalf("after PrepareJournal: %v, %v; want the segment preallocated (%d bytes)", fi, err, segmentSize)
+		}
+		if JournalEnd(b) != headerSize {
+			t.Fatalf("journal end %d; want %d (no record)", JournalEnd(b), headerSize)
+		}
+	}
+	if err := ps.PutLease(ctx, rec("l1")); err != nil {
+		t.Fatal(err)
+	}
+	if own := b.j.own; own != (segKey{epoch, 0}) {
+		t.Fatalf("the grant went to segment %+v; want the prepared %d.0", own, epoch)
+	}
+	if err := b.PrepareJournal(ctx, epoch+1); !errors.Is(err, backend.ErrFenced) {
+		t.Fatalf("PrepareJournal of epoch %d, which does not lead: %v; want ErrFenced", epoch+1, err)
+	}
+	if got := leaseIDs(t, b); strings.Join(got, ",") != "l1" {
+		t.Fatalf("leases %v; want l1", got)
 	}
 }

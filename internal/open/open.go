@@ -54,6 +54,10 @@ type Backend struct {
 	FencedPools  func(epoch int64) pools.Store
 	Grants       backend.GrantStore
 	FencedGrants func(epoch int64) backend.GrantStore
+	// PrepareWrites, when set, readies the fenced stores' writes of a new
+	// leader epoch before they come (the local backend opens its grant
+	// journal segment); a failure only means the first write does it.
+	PrepareWrites func(ctx context.Context, epoch int64) error
 	// Queue returns the named runner queue; Instances is the instance table.
 	Queue     func(name string) pickup.Queue
 	Instances pickup.InstanceTable
@@ -112,14 +116,15 @@ func Local(lb *local.Backend) *Backend {
 		Config: backend.Config{Type: "local", Path: lb.Path()},
 		Where:  "local backend " + lb.Path(), Exists: true,
 		Queues: lb, State: lb, Lock: lb, Leader: lb,
-		Pools:        lb.PoolStore(),
-		FencedPools:  func(epoch int64) pools.Store { return lb.PoolStore().Fence(epoch) },
-		Grants:       lb.GrantStore(),
-		FencedGrants: func(epoch int64) backend.GrantStore { return lb.GrantStore().Fence(epoch) },
-		Queue:        func(name string) pickup.Queue { return lb.Queue(name) },
-		Instances:    lb.Instances(),
-		close:        lb.Close,
-		held:         heldSlots(lb.PoolStore(), time.Now),
+		Pools:         lb.PoolStore(),
+		FencedPools:   func(epoch int64) pools.Store { return lb.PoolStore().Fence(epoch) },
+		Grants:        lb.GrantStore(),
+		FencedGrants:  func(epoch int64) backend.GrantStore { return lb.GrantStore().Fence(epoch) },
+		PrepareWrites: lb.PrepareJournal,
+		Queue:         func(name string) pickup.Queue { return lb.Queue(name) },
+		Instances:     lb.Instances(),
+		close:         lb.Close,
+		held:          heldSlots(lb.PoolStore(), time.Now),
 	}
 }
 
