@@ -485,7 +485,7 @@ func TestDeferGoRidesWithDo(t *testing.T) {
 // Alone, writes of Go are committed together once the oldest waited
 // DeferGo's time, not before.
 func TestDeferGoAloneWaitsItsTime(t *testing.T) {
-	const d = 200 * time.Millisecond
+	const d = 500 * time.Millisecond
 	var l batchLog
 	q := New(16, l.commit, DeferGo(d))
 	defer q.Close()
