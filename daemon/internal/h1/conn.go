@@ -30,10 +30,15 @@ type conn struct {
 	s      *Server
 	nc     net.Conn
 	remote string
-	ctx    context.Context
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	w      response
+	// ctx is the parent of the connection's requests' contexts: its own
+	// cancelCtx, so that a request's WithCancel registers with it and not
+	// with the server-wide BaseContext, whose one mutex and children map
+	// every connection's requests would otherwise share.
+	ctx       context.Context
+	ctxCancel context.CancelFunc
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	w         response
 
 	phase        atomic.Int32
 	since        atomic.Int64 // when phase began, unix ns
@@ -64,7 +69,7 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if base == nil {
 		base = context.Background()
 	}
-	c.ctx = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	c.ctx, c.ctxCancel = context.WithCancel(context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr()))
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(writer{c}, 4096)
 	c.w.c = c
@@ -201,6 +206,7 @@ func (c *conn) setPhase(p int32) {
 }
 
 func (c *conn) close() {
+	c.ctxCancel()
 	c.nc.Close()
 	c.s.remove(c)
 }

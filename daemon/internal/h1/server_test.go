@@ -334,6 +334,63 @@ func TestContextEndsWhenTheClientGoesAway(t *testing.T) {
 	}
 }
 
+// A request's context is its connection's child, itself BaseContext's: a
+// cancel of BaseContext (the daemon's shutdown of long-polls) reaches a
+// request under way, and each request's context ends when its handler
+// returns while the connection lives on.
+func TestContextEndsWithBaseContextAndWithItsHandler(t *testing.T) {
+	base, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	started := make(chan struct{}, 1)
+	ended := make(chan error, 1)
+	first := make(chan context.Context, 1)
+	s := &Server{BaseContext: base, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/first" {
+			first <- r.Context()
+			echo(w, r)
+			return
+		}
+		started <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			ended <- r.Context().Err()
+		case <-time.After(10 * time.Second):
+			ended <- errors.New("the request's context outlived BaseContext's cancel by 10 s")
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})}
+	addr := serve(t, s)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	io.WriteString(c, "GET /first HTTP/1.1\r\nHost: h\r\n\r\n")
+	r, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodyOf(r)
+	// Its context ends once serveRequest returns, which may be just
+	// after the answer reached us.
+	select {
+	case <-(<-first).Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first request's context outlived its handler by 5 s")
+	}
+	io.WriteString(c, "GET /wait HTTP/1.1\r\nHost: h\r\n\r\n")
+	<-started
+	cancelBase()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	if r, err := http.ReadResponse(br, nil); err != nil || r.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the waiting request's answer on the same connection: %v, %v; want its 503", r, err)
+	}
+}
+
 // A long request whose client stays keeps its connection: the watch's
 // read of the next request's first byte is handed back.
 func TestWatchKeepsThePipelinedByte(t *testing.T) {
