@@ -27,8 +27,9 @@ type Server struct {
 	// MaxHeaderBytes bounds the request line and header; over it the
 	// request is answered 431.
 	MaxHeaderBytes int
-	// BaseContext is the parent of every request's context; nil means
-	// context.Background().
+	// BaseContext is the parent of every connection's context, itself
+	// the parent of its requests' (so canceling it ends every request
+	// under way); nil means context.Background().
 	BaseContext context.Context
 	// ErrorBody returns the Content-Type and body of the answer to a
 	// request that cannot be parsed (status 400, 417, 431, 501 or 505;
