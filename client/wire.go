@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/rpdhq/rpd/internal/ascii"
@@ -54,6 +55,53 @@ type wireConn struct {
 	nc net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
+	// rc is nc's raw connection (plain TCP; nil over TLS), through which
+	// exchange writes a request and then waits for its answer without a
+	// read that finds nothing (see sendThenAwait).
+	rc syscall.RawConn
+	// await is sendThenAwait's step for rc.Read, made once per
+	// connection (a closure per request would be allocated per request);
+	// sent and werr are its state.
+	await func(uintptr) bool
+	sent  bool
+	werr  error
+}
+
+// newWireConn wraps a dialed connection.
+func newWireConn(nc net.Conn) *wireConn {
+	cn := &wireConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), bw: bufio.NewWriterSize(nc, 4096)}
+	if sc, ok := nc.(syscall.Conn); ok {
+		cn.rc, _ = sc.SyscallConn() // nil on error: exchange then writes and reads as usual
+		cn.await = func(uintptr) bool {
+			if cn.sent {
+				return true // readable: the caller reads through cn.br
+			}
+			cn.sent = true
+			cn.werr = cn.bw.Flush()
+			return cn.werr != nil
+		}
+	}
+	return cn
+}
+
+// sendThenAwait writes the buffered request and waits until the answer
+// can be read, without reading. A plain write and read would find no
+// answer yet (the daemon takes hundreds of microseconds), so each request
+// would cost a read syscall that returns EAGAIN before the goroutine waits
+// in the network poller. Go's poller is edge-triggered and forgets
+// readiness when a read starts (RawConn.Read resets it before calling f),
+// so the write is done inside f: anything the daemon sends after the
+// write, the answer or a reset of a connection it had closed, arrives
+// after the reset and wakes the wait. cn.br must be empty; the deadline
+// (a cancelled ctx) ends the wait as it ends a read.
+func (cn *wireConn) sendThenAwait() (werr, rerr error) {
+	cn.sent, cn.werr = false, nil
+	rerr = cn.rc.Read(cn.await)
+	werr, cn.werr = cn.werr, nil
+	if !cn.sent && rerr != nil {
+		werr = rerr // the read could not start (a deadline passed, the connection closed): nothing was sent
+	}
+	return werr, rerr
 }
 
 // wires returns the wire for each of bases (see wireFor).
@@ -137,7 +185,7 @@ func (w *wire) roundTrip(ctx context.Context, method, path string, payload []byt
 			if err != nil {
 				return 0, "", retried, fmt.Errorf("%w: %w", errNoAnswer, err)
 			}
-			cn = &wireConn{nc: nc, br: bufio.NewReaderSize(nc, 4096), bw: bufio.NewWriterSize(nc, 4096)}
+			cn = newWireConn(nc)
 		}
 		status, leader, keep, answered, err := w.exchange(ctx, cn, method, path, payload, buf)
 		if err == nil && keep {
@@ -231,7 +279,15 @@ func (w *wire) exchange(ctx context.Context, cn *wireConn, method, path string, 
 	h = append(h, "\r\n"...)
 	bw.Write(h)
 	bw.Write(payload)
-	if err := bw.Flush(); err != nil {
+	if cn.rc != nil && cn.br.Buffered() == 0 {
+		werr, rerr := cn.sendThenAwait()
+		if werr != nil {
+			return 0, "", false, false, fmt.Errorf("write the request: %w", werr)
+		}
+		if rerr != nil {
+			return 0, "", false, false, fmt.Errorf("read the answer: %w", rerr)
+		}
+	} else if err := bw.Flush(); err != nil {
 		return 0, "", false, false, fmt.Errorf("write the request: %w", err)
 	}
 	for {

@@ -135,6 +135,39 @@ func TestWireRetriesAClosedKeptAliveConnection(t *testing.T) {
 	}
 }
 
+// The same when the close reached the client long before its next
+// request (the poller has seen it and marked the connection readable):
+// the client waits for the answer without a read first (sendThenAwait),
+// so what wakes it is the reset its request draws from the closed
+// socket, not the close it already saw. And a daemon that closes a fresh
+// connection without answering is "no answer", at once.
+func TestWireNoticesACloseSeenWhileIdle(t *testing.T) {
+	addr, conns := rawServer(t, func(n int, r *http.Request, body []byte, w io.Writer) bool {
+		if r.URL.Path == "/drop" {
+			return false
+		}
+		io.WriteString(w, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+		return false // close after each answer, without saying so
+	})
+	c := newTestClient(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if err := c.Health(ctx); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the close arrives and is polled while the connection is idle
+	}
+	if n := conns.Load(); n != 3 {
+		t.Errorf("%d connections; want 3", n)
+	}
+	c.wires[0].closeIdle()
+	err := c.send(ctx, "GET", "/drop", nil, func(int, []byte, bool) error { return nil })
+	if !errors.Is(err, errNoAnswer) || ctx.Err() != nil {
+		t.Fatalf("err = %v (ctx: %v); want no answer, before the deadline", err, ctx.Err())
+	}
+}
+
 // Answers in every framing the client accepts are read whole; those that
 // end the connection are not reused.
 func TestWireAnswerFramings(t *testing.T) {
