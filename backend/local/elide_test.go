@@ -161,3 +161,58 @@ func TestJournalElisionNotReadBackFromASegment(t *testing.T) {
 		t.Errorf("rows %q after applying the crashed leader's segment; want g", got)
 	}
 }
+
+func TestApplyWait(t *testing.T) {
+	for _, c := range []struct {
+		took    time.Duration
+		pending int
+		want    time.Duration
+	}{
+		{500 * time.Microsecond, 1, applyPace * 500 * time.Microsecond}, // the rest of a tick's records: paced
+		{time.Millisecond, applyBacklog, applyPace * time.Millisecond},  // at the bound: still paced
+		{time.Millisecond, applyBacklog + 1, 0},                         // a backlog: back to back
+		{0, 10, 0},
+	} {
+		if got := applyWait(c.took, c.pending); got != c.want {
+			t.Errorf("applyWait(%v, %d) = %v; want %v", c.took, c.pending, got, c.want)
+		}
+	}
+}
+
+// The running applier works through records that take several paced
+// transactions on its own: every lease reaches its row.
+func TestJournalApplierCatchesUpUnattended(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	ctx := context.Background()
+	const n = 3*maxApply + 7
+	b.j.paused.Store(true) // the records pile up first
+	const writers = 32     // so that the group commit batches them
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			var err error
+			for i := w; i < n && err == nil; i += writers {
+				err = ps.PutLease(ctx, rec(fmt.Sprintf("u%05d", i)))
+			}
+			errs <- err
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.j.paused.Store(false)
+	b.wakeApplier()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := strings.Count(leaseRows(t, b), "u")
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d lease rows after 30 s (%d records not taken by the applier)", got, n, b.pendingRecords())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
