@@ -318,9 +318,9 @@ func (b *Backend) applier() {
 	}
 }
 
-// applyWait is how long the applier waits before its next transaction,
-// when more records are confirmed meanwhile, after one that took took and
-// left pending records to apply (applyPace, applyBacklog).
+// applyWait is how long the applier waits, when woken, before its next
+// transaction: the last one lasted took and left pending records to apply
+// (applyPace, applyBacklog).
 func applyWait(took time.Duration, pending int) time.Duration {
 	if pending > applyBacklog {
 		return 0
