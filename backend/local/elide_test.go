@@ -3,12 +3,16 @@ package local
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/runtime/pools"
 )
 
 // column is the first column of q's rows (q takes the stack as its one
@@ -184,9 +188,9 @@ func TestApplyWait(t *testing.T) {
 func TestJournalApplierCatchesUpUnattended(t *testing.T) {
 	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
 	ctx := context.Background()
-	const n = 3*maxApply + 7
-	b.j.paused.Store(true) // the records pile up first
-	const writers = 32     // so that the group commit batches them
+	const n = 2*maxApply + 7 // three transactions, the last two paced
+	b.j.paused.Store(true)   // the records pile up first
+	const writers = 32       // so that the group commit batches them
 	errs := make(chan error, writers)
 	for w := range writers {
 		go func() {
@@ -214,5 +218,51 @@ func TestJournalApplierCatchesUpUnattended(t *testing.T) {
 			t.Fatalf("%d of %d lease rows after 30 s (%d records not taken by the applier)", got, n, b.pendingRecords())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The lease puts of an apply are written by one statement from a JSON
+// array of rows: every field round-trips, and a lease whose strings a JSON
+// string would not carry as they are is written by a statement of its own.
+func TestJournalBatchedLeasePutsRoundTrip(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	odd := []string{`q"uote`, `back\slash`, "ü€😀", "sep\u2028x", "ctl\x01", "nul\x00x", "bad\xffutf8", "del\x7f", "", "[1,2]", `{"a":1}`, "123", "-0", " lead"}
+	var want []pools.LeaseRecord
+	for i, s := range odd {
+		want = append(want, pools.LeaseRecord{
+			LeaseID: fmt.Sprintf("l%02d%s", i, s), Pool: s, TaskID: "t" + s, Owner: s,
+			Priority: []int{math.MinInt, -1, 0, math.MaxInt}[i%4], Slots: i,
+			GrantedAt: time.Unix(0, math.MaxInt64).UTC(), ExpiresAt: []time.Time{{}, time.Unix(-5, 7).UTC()}[i%2],
+			TTL: []time.Duration{0, math.MaxInt64, time.Minute}[i%3],
+		})
+	}
+	for _, l := range want {
+		if err := ps.CreateLease(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ApplyJournal(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if b.journalPending() {
+		t.Fatal("records left to apply")
+	}
+	got, err := b.PoolStore().LoadLeases(ctx) // the table's rows: no record is left in the journal
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(want, func(i, j int) bool { return want[i].LeaseID < want[j].LeaseID })
+	if len(got) != len(want) {
+		t.Fatalf("%d rows; want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("row %d:\n got %#v\nwant %#v", i, got[i], want[i])
+		}
+	}
+	if n := column(t, b, `SELECT count(*) FROM pool_leases WHERE stack = ? AND (typeof(priority) != 'integer' OR typeof(granted_ns) != 'integer' OR typeof(lease_id) != 'text' OR typeof(owner) != 'text')`); n != "0" {
+		t.Errorf("%s rows with a column of the wrong type", n)
 	}
 }

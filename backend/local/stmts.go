@@ -15,6 +15,11 @@ import (
 const (
 	sqlPutLease = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// sqlPutLeases writes the leases a JSON array of rows lists, each row
+	// [lease_id, pool, task_id, priority, slots, granted_ns, expires_ns,
+	// ttl_ns, owner] (applyBuf.addPut).
+	sqlPutLeases = `INSERT OR REPLACE INTO pool_leases (stack, lease_id, pool, task_id, priority, slots, granted_ns, expires_ns, ttl_ns, owner)
+		SELECT ?1, value->>0, value->>1, value->>2, value->>3, value->>4, value->>5, value->>6, value->>7, value->>8 FROM json_each(?2)`
 	sqlDeleteLease = `DELETE FROM pool_leases WHERE stack = ? AND lease_id = ?`
 	// sqlDeleteLeases deletes the leases whose IDs a JSON array lists.
 	sqlDeleteLeases = `DELETE FROM pool_leases WHERE stack = ?1 AND lease_id IN (SELECT value FROM json_each(?2))`
@@ -28,6 +33,7 @@ const (
 
 	sqlLeaderEpoch = `SELECT epoch FROM leaders WHERE stack = ?`
 	sqlJournalSegs = `SELECT epoch, seq, applied, sealed FROM journals WHERE stack = ? AND folded = 0 ORDER BY epoch, seq`
+	sqlSetApplied  = `UPDATE journals SET applied = ? WHERE stack = ? AND epoch = ? AND seq = ?`
 	// After a journal write: the leader epoch and the segment's seal.
 	sqlJournalCheck = `SELECT coalesce((SELECT epoch FROM leaders WHERE stack = ?1), 0),
 		coalesce((SELECT sealed FROM journals WHERE stack = ?1 AND epoch = ?2 AND seq = ?3), -3)`
@@ -138,10 +144,10 @@ func (t txStmt) queryRow(ctx context.Context, args ...any) *sql.Row {
 // inside a write transaction, through stmt.tx.
 type stmts struct {
 	// on wdb
-	putLease, deleteLease                stmt
+	putLease, deleteLease, putLeases     stmt
 	putGrant, deleteGrant                stmt
 	deleteLeases, deleteGrants           stmt
-	leaderEpoch, journalSegs             stmt
+	leaderEpoch, journalSegs, setApplied stmt
 	send, queueTimeouts, expire, receive stmt
 	deleteMessage, changeVis, loadQueueW stmt
 	transition                           stmt
@@ -169,12 +175,14 @@ func (b *Backend) prepareStmts(ctx context.Context) {
 	st := &b.st
 	prep(&st.putLease, b.wdb, sqlPutLease)
 	prep(&st.deleteLease, b.wdb, sqlDeleteLease)
+	prep(&st.putLeases, b.wdb, sqlPutLeases)
 	prep(&st.putGrant, b.wdb, sqlPutGrant)
 	prep(&st.deleteGrant, b.wdb, sqlDeleteGrant)
 	prep(&st.deleteLeases, b.wdb, sqlDeleteLeases)
 	prep(&st.deleteGrants, b.wdb, sqlDeleteGrants)
 	prep(&st.leaderEpoch, b.wdb, sqlLeaderEpoch)
 	prep(&st.journalSegs, b.wdb, sqlJournalSegs)
+	prep(&st.setApplied, b.wdb, sqlSetApplied)
 	prep(&st.send, b.wdb, sqlSend)
 	prep(&st.queueTimeouts, b.wdb, sqlQueueTimeouts)
 	prep(&st.expire, b.wdb, sqlExpire)

@@ -1,0 +1,171 @@
+package local
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/rpdhq/rpd/runtime/pools"
+)
+
+// applyRecords applies recs in tx: only the last write of each record, the
+// deletes of each table in one statement and the lease puts in another. A
+// lease whose first write here created it (PoolStore.CreateLease: no
+// record of its ID existed before) and whose last deletes it costs
+// nothing: no row of it can exist. b.j.applyMu is held.
+func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
+	a := &b.j.buf
+	a.elide(recs)
+	defer a.reset() // no references kept until the next apply
+	for _, lw := range a.last {
+		r := &recs[lw.i]
+		switch {
+		case r.kind == kindDeleteLease && lw.created:
+			continue // created and deleted since the last apply
+		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
+			a.leaseDels = append(a.leaseDels, r.id)
+			continue
+		case r.kind == kindDeleteGrant && utf8.ValidString(r.id):
+			a.grantDels = append(a.grantDels, r.id)
+			continue
+		case r.kind == kindPutLease && a.addPut(&r.lease):
+			continue
+		}
+		if err := b.applyRecord(ctx, tx, r); err != nil {
+			return err
+		}
+	}
+	if a.puts != nil {
+		a.puts = append(a.puts, ']')
+		if _, err := b.st.putLeases.tx(ctx, tx).exec(ctx, b.stack, string(a.puts)); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct {
+		st  *stmt
+		ids []string
+	}{{&b.st.deleteLeases, a.leaseDels}, {&b.st.deleteGrants, a.grantDels}} {
+		if len(d.ids) == 0 {
+			continue
+		}
+		ids, err := json.Marshal(d.ids) // valid UTF-8: each ID round-trips
+		if err != nil {
+			return err
+		}
+		if _, err := d.st.tx(ctx, tx).exec(ctx, b.stack, string(ids)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyBuf is applyRecords' state, kept between applies so that applying
+// allocates little per record.
+type applyBuf struct {
+	// leases and grants map a record's ID to its entry in last.
+	leases, grants map[string]int32
+	last           []lastWrite
+	// leaseDels and grantDels are the IDs of the deletes, puts the lease
+	// puts as a JSON array of rows (nil: none).
+	leaseDels, grantDels []string
+	puts                 []byte
+	putsCap              []byte // puts' array between applies
+}
+
+// lastWrite is, for one record of a batch, the index of its last write and
+// whether its first write created it.
+type lastWrite struct {
+	i       int
+	created bool
+}
+
+// elide fills a.last with the last write of each record of recs, from
+// the end back: the first write seen of an ID is its last, and the
+// created flag it ends with is its first write's.
+func (a *applyBuf) elide(recs []jrec) {
+	if a.leases == nil {
+		a.leases = make(map[string]int32, maxApply)
+		a.grants = make(map[string]int32)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := &recs[i]
+		m := a.leases
+		if r.kind == kindPutGrant || r.kind == kindDeleteGrant {
+			m = a.grants
+		}
+		if j, ok := m[r.id]; ok {
+			a.last[j].created = r.created
+			continue
+		}
+		m[r.id] = int32(len(a.last))
+		a.last = append(a.last, lastWrite{i, r.created})
+	}
+}
+
+// reset empties a, keeping its memory and no references to records.
+func (a *applyBuf) reset() {
+	clear(a.leases)
+	clear(a.grants)
+	clear(a.leaseDels)
+	clear(a.grantDels)
+	a.last, a.leaseDels, a.grantDels = a.last[:0], a.leaseDels[:0], a.grantDels[:0]
+	if a.puts != nil {
+		a.putsCap = a.puts[:0]
+	}
+	a.puts = nil
+}
+
+// addPut adds l to the lease puts of a's batch, or is false when one of
+// its strings would not round-trip through a JSON string as it is (not
+// UTF-8, or holding a control character): that lease is written by a
+// statement of its own.
+func (a *applyBuf) addPut(l *pools.LeaseRecord) bool {
+	for _, s := range [...]string{l.LeaseID, l.Pool, l.TaskID, l.Owner} {
+		if !plainString(s) {
+			return false
+		}
+	}
+	if a.puts == nil {
+		a.puts = append(a.putsCap[:0], '[')
+	} else {
+		a.puts = append(a.puts, ',')
+	}
+	p := append(a.puts, '[')
+	p = appendJSONString(p, l.LeaseID)
+	p = append(p, ',')
+	p = appendJSONString(p, l.Pool)
+	p = append(p, ',')
+	p = appendJSONString(p, l.TaskID)
+	for _, n := range [...]int64{int64(l.Priority), int64(l.Slots), nanos(l.GrantedAt), nanos(l.ExpiresAt), int64(l.TTL)} {
+		p = append(p, ',')
+		p = strconv.AppendInt(p, n, 10)
+	}
+	p = append(p, ',')
+	p = appendJSONString(p, l.Owner)
+	a.puts = append(p, ']')
+	return true
+}
+
+// plainString reports whether s is UTF-8 without control characters.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
+}
+
+// appendJSONString appends s, a plainString, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			b = append(b, '\\')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '"')
+}
