@@ -37,7 +37,7 @@ func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) err
 			return err
 		}
 	}
-	if a.puts != nil {
+	if len(a.puts) > 0 {
 		a.puts = append(a.puts, ']')
 		if _, err := b.st.putLeases.tx(ctx, tx).exec(ctx, b.stack, string(a.puts)); err != nil {
 			return err
@@ -68,10 +68,10 @@ type applyBuf struct {
 	leases, grants map[string]int32
 	last           []lastWrite
 	// leaseDels and grantDels are the IDs of the deletes, puts the lease
-	// puts as a JSON array of rows (nil: none).
+	// puts as a JSON array of rows (empty: none; the closing bracket is
+	// added when it is written).
 	leaseDels, grantDels []string
 	puts                 []byte
-	putsCap              []byte // puts' array between applies
 }
 
 // lastWrite is, for one record of a batch, the index of its last write and
@@ -110,11 +110,7 @@ func (a *applyBuf) reset() {
 	clear(a.grants)
 	clear(a.leaseDels)
 	clear(a.grantDels)
-	a.last, a.leaseDels, a.grantDels = a.last[:0], a.leaseDels[:0], a.grantDels[:0]
-	if a.puts != nil {
-		a.putsCap = a.puts[:0]
-	}
-	a.puts = nil
+	a.last, a.leaseDels, a.grantDels, a.puts = a.last[:0], a.leaseDels[:0], a.grantDels[:0], a.puts[:0]
 }
 
 // addPut adds l to the lease puts of a's batch, or is false when one of
@@ -127,12 +123,11 @@ func (a *applyBuf) addPut(l *pools.LeaseRecord) bool {
 			return false
 		}
 	}
-	if a.puts == nil {
-		a.puts = append(a.putsCap[:0], '[')
-	} else {
-		a.puts = append(a.puts, ',')
+	p := append(a.puts, ',')
+	if len(a.puts) == 0 {
+		p[0] = '['
 	}
-	p := append(a.puts, '[')
+	p = append(p, '[')
 	p = appendJSONString(p, l.LeaseID)
 	p = append(p, ',')
 	p = appendJSONString(p, l.Pool)
