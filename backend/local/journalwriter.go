@@ -971,11 +971,7 @@ func needsSeal(s segRow, leaderEpoch int64) bool {
 
 // journalPending reports whether this process has journal records not
 // applied yet.
-func (b *Backend) journalPending() bool {
-	b.j.mu.Lock()
-	defer b.j.mu.Unlock()
-	return len(b.j.pending) > 0
-}
+func (b *Backend) journalPending() bool { return b.pendingRecords() > 0 }
 
 // drainJournal applies this process's pending journal records (in
 // transactions of at most maxApply).
