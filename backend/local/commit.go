@@ -39,7 +39,7 @@ const maxBatch = 512
 // process killed meanwhile loses it, as any queued delete: the released
 // lease stays counted until its TTL. Under the daemon's HTTP benchmark it
 // took the syncs per pair from 0.6 to 0.5 and the pairs/s up by 8 %
-// (docs/backends.md, "sixth session").
+// (docs/grant-path-measurements.md, "sixth session").
 var deferDeletes = 5 * time.Millisecond // a var for tests
 
 // recordWrite is one queued write: an unfenced statement, or a fenced
