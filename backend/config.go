@@ -9,6 +9,9 @@ type Config struct {
 	Region      string `json:"region,omitempty"`       // aws: "" means the SDK's configuration chain
 	Profile     string `json:"profile,omitempty"`      // aws: "" means the chain's
 	TablePrefix string `json:"table_prefix,omitempty"` // aws: "" means DefaultTablePrefix(stack)
+	// NormalPrioritySync (local) keeps the thread of the grant journal's
+	// synced appends in the normal scheduling class (realtime_sync = false).
+	NormalPrioritySync bool `json:"normal_priority_sync,omitempty"`
 }
 
 // Backend defaults. These are the only place they are written; spec

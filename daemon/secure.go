@@ -58,6 +58,9 @@ func (d *Daemon) warnRestartOnly(cfg *spec.Config) {
 	if prev.AuditLog != cfg.AuditLog {
 		d.log.Warn("audit_log changed in the configuration; it takes effect when the daemon restarts", "writing", d.base.AuditLog, "configured", cfg.AuditLog)
 	}
+	if prev.Backend.NormalPrioritySync != cfg.Backend.NormalPrioritySync {
+		d.log.Warn("the local backend's realtime_sync changed in the configuration; it takes effect when the daemon restarts", "configured", !cfg.Backend.NormalPrioritySync)
+	}
 }
 
 // tlsFilesOf is t without its source range, for comparison.

@@ -157,7 +157,7 @@ func TestManifestsSayWhatTheDocsPromise(t *testing.T) {
 		{"Dockerfile", []string{"--chown=65532:65532", "VOLUME [\"/var/lib/rpd\"]", "buildinfo.version=${VERSION}", "buildinfo.revision=${REVISION}", "USER 65532:65532"}, nil},
 		{"../.dockerignore", []string{".git", "**/node_modules", "**/.rpd", "*.db"}, nil},
 		{"kubernetes/rpd.yaml", []string{"serviceAccountName: rpd", "automountServiceAccountToken: false", "topologySpreadConstraints:", "timeoutSeconds:", "kind: ServiceAccount"}, []string{":latest"}},
-		{"systemd/rpd.service", []string{"DynamicUser=yes", "StateDirectory=rpd"}, []string{"User=rpd"}},
+		{"systemd/rpd.service", []string{"DynamicUser=yes", "StateDirectory=rpd", "LimitRTPRIO=1"}, []string{"User=rpd"}},
 	} {
 		b, err := os.ReadFile(tc.file)
 		if err != nil {

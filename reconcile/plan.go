@@ -72,7 +72,7 @@ type Plan struct {
 // BackendConfigOf copies the parts of a spec.Backend a saved plan keeps, so
 // that applying it opens the backend it was made against.
 func BackendConfigOf(b spec.Backend) backend.Config {
-	return backend.Config{Type: b.Type, Path: b.Path, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
+	return backend.Config{Type: b.Type, Path: b.Path, NormalPrioritySync: b.NormalPrioritySync, Region: b.Region, Profile: b.Profile, TablePrefix: b.TablePrefix}
 }
 
 // ResourceChange is the planned change of one resource.

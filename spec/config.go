@@ -59,6 +59,9 @@ type Backend struct {
 
 	// local
 	Path string // SQLite file, default ".rpd/state.db", relative to the working directory
+	// NormalPrioritySync is realtime_sync = false: the grant journal's
+	// synced appends keep their thread in the normal scheduling class.
+	NormalPrioritySync bool
 
 	// aws: everything else comes from the AWS SDK's config chain.
 	Region  string

@@ -67,7 +67,7 @@ var (
 		Blocks:     []hcl.BlockHeaderSchema{{Type: "backend", LabelNames: []string{"type"}}, {Type: "ha"}, {Type: "tls"}},
 	}
 	haSchema    = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "lease"}, {Name: "renew"}, {Name: "advertise"}}}
-	localSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "path"}}}
+	localSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "path"}, {Name: "realtime_sync"}}}
 	awsSchema   = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "region"}, {Name: "profile"}, {Name: "table_prefix"}}}
 	classSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{
@@ -252,6 +252,9 @@ func (d *decoder) rpd(b *hcl.Block, cfg *Config) {
 					cfg.Backend.Path = s
 				}
 			}
+		}
+		if v, ok := d.boolean(attrs["realtime_sync"]); ok {
+			cfg.Backend.NormalPrioritySync = !v
 		}
 	case "aws":
 		attrs, _ := d.content(bb.Body, awsSchema)

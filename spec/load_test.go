@@ -99,7 +99,7 @@ budget "b" {}
 vm_ceiling "v" { max = 3 }
 pool "p" { slots = 2 }
 `, Vars{})
-	if cfg.Stack != "default" || cfg.Listen != "127.0.0.1:7070" || cfg.Backend.Type != "local" || cfg.Backend.Path != ".rpd/state.db" {
+	if cfg.Stack != "default" || cfg.Listen != "127.0.0.1:7070" || cfg.Backend.Type != "local" || cfg.Backend.Path != ".rpd/state.db" || cfg.Backend.NormalPrioritySync {
 		t.Errorf("rpd defaults: %+v", cfg)
 	}
 	rc := cfg.RunnerClasses[0]
@@ -376,5 +376,20 @@ func TestVarFileInsideConfig(t *testing.T) {
 	cfg, diags := Load(dir, Vars{Files: []string{outside}})
 	if diags.HasErrors() || cfg.Pools[len(cfg.Pools)-1].Slots != 2 {
 		t.Fatalf("var file outside: %v", diags)
+	}
+}
+
+// realtime_sync = false keeps the local backend's synced appends at the
+// normal priority.
+func TestLocalRealtimeSyncOff(t *testing.T) {
+	cfg := mustLoad(t, `
+rpd {
+  backend "local" {
+    realtime_sync = false
+  }
+}
+`, Vars{})
+	if !cfg.Backend.NormalPrioritySync || cfg.Backend.Path != ".rpd/state.db" {
+		t.Fatalf("backend = %+v; want NormalPrioritySync and the default path", cfg.Backend)
 	}
 }

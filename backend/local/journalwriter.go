@@ -97,6 +97,8 @@ type journal struct {
 	// noDirect (tests) makes new segment writers append buffered, as
 	// where the file system refuses O_DIRECT.
 	noDirect bool
+	// prio raises the thread of a synced append (syncprio_linux.go).
+	prio *syncPriority
 
 	// unsynced is when lazy deletes (journalRun) first left bytes of the
 	// writer's segment unsynced (UnixNano), 0 when none are; set and
@@ -159,7 +161,9 @@ func (b *Backend) appendRecords(w *segWriter, sync bool) (durable bool, err erro
 		}
 	}
 	if w.d != nil {
+		raised := b.j.prio.raise() // a direct append always waits for the disk
 		durable, err = w.d.append(w.buf, w.end, sync)
+		b.j.prio.lower(raised)
 		if !errors.Is(err, errDirectRefused) {
 			if err != nil {
 				return false, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
@@ -174,7 +178,10 @@ func (b *Backend) appendRecords(w *segWriter, sync bool) (durable bool, err erro
 		return false, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)
 	}
 	if sync {
-		if err := datasync(w.f); err != nil {
+		raised := b.j.prio.raise()
+		err := datasync(w.f)
+		b.j.prio.lower(raised)
+		if err != nil {
 			return false, fmt.Errorf("fdatasync the grant journal %s: %w", w.f.Name(), err)
 		}
 	}

@@ -32,6 +32,11 @@ type Options struct {
 	// BusyTimeout bounds how long a write waits for another process's
 	// write to finish; zero means 10s.
 	BusyTimeout time.Duration
+	// NormalPrioritySync keeps the thread of a synced grant-journal append
+	// in the normal scheduling class. By default it is raised to
+	// SCHED_FIFO for the write where the process may (syncprio_linux.go;
+	// the backend "local" block's realtime_sync).
+	NormalPrioritySync bool
 }
 
 // Backend is an open database file. It is safe for concurrent use, and
@@ -118,6 +123,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("local backend: open %s: %w", path, err)
 	}
 	b.prepareStmts(ctx)
+	b.j.prio = newSyncPriority(b.log, !opts.NormalPrioritySync)
 	b.startJournal()
 	b.records = groupcommit.New(maxBatch, b.commitRecords, groupcommit.DeferGo(deferDeletes))
 	b.queued = b.finishQueued

@@ -89,7 +89,7 @@ func Open(ctx context.Context, stack string, cfg backend.Config, opts Options) (
 				}, nil
 			}
 		}
-		lb, err := local.Open(ctx, cfg.Path, local.Options{Stack: stack, Logger: log.With("backend", "local")})
+		lb, err := local.Open(ctx, cfg.Path, local.Options{Stack: stack, Logger: log.With("backend", "local"), NormalPrioritySync: cfg.NormalPrioritySync})
 		if err != nil {
 			return nil, err
 		}
