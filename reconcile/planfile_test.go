@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/rpdhq/rpd/backend"
+	"github.com/rpdhq/rpd/spec"
 )
 
 func TestSavedPlanRoundTrip(t *testing.T) {
@@ -196,5 +199,27 @@ func TestActionsAndAddresses(t *testing.T) {
 	a, err := ParseAddress("vm_ceiling.browser-vms.eu")
 	if err != nil || a.Type != TypeVMCeiling || a.Name != "browser-vms.eu" {
 		t.Errorf("dotted name: %+v %v", a, err)
+	}
+}
+
+// A saved plan keeps every field of the backend block that decides how the
+// backend is opened, realtime_sync among them.
+func TestBackendConfigOfKeepsEveryField(t *testing.T) {
+	b := spec.Backend{Type: "local", Path: "x.db", NormalPrioritySync: true, Region: "r", Profile: "p", TablePrefix: "t"}
+	want := backend.Config{Type: "local", Path: "x.db", NormalPrioritySync: true, Region: "r", Profile: "p", TablePrefix: "t"}
+	if got := BackendConfigOf(b); got != want {
+		t.Fatalf("BackendConfigOf = %+v; want %+v", got, want)
+	}
+	p := mustPlan(t, testConfig("ci"), newFakeBackend().live(), PlanOptions{Backend: want})
+	enc, err := EncodePlan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodePlan(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Backend != want {
+		t.Fatalf("decoded plan's backend = %+v; want %+v", back.Backend, want)
 	}
 }

@@ -128,3 +128,19 @@ func TestJournalAppendsRunRaised(t *testing.T) {
 		})
 	}
 }
+
+// Options.NormalPrioritySync (realtime_sync = false) turns the raising off;
+// by default it is on.
+func TestOpenNormalPrioritySync(t *testing.T) {
+	ctx := context.Background()
+	for _, normal := range []bool{false, true} {
+		b, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"), Options{Stack: "s", NormalPrioritySync: normal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off := b.j.prio.off.Load(); off != normal {
+			t.Errorf("NormalPrioritySync %v: raising off %v; want %v", normal, off, normal)
+		}
+		b.Close()
+	}
+}
