@@ -43,6 +43,9 @@ type directAppender struct {
 	buf   []byte // directBlock-aligned scratch
 	tail  []byte // the bytes from the start of end's block to end
 	dsync bool   // RWF_DSYNC works here; else a write, then fdatasync
+	// prio raises the thread for each write that waits for the disk
+	// (syncprio_linux.go); nil: never.
+	prio *syncPriority
 }
 
 // errDirectRefused: a direct write was refused before anything was
@@ -54,10 +57,11 @@ var errDirectRefused = errors.New("the file system refused a direct write")
 const directBlock = 4096
 
 // openDirect opens name for direct appends at end; f (the segment, open
-// for buffered I/O) gives the bytes of end's block before end. It fails
+// for buffered I/O) gives the bytes of end's block before end, and prio
+// raises the thread of each write. It fails
 // when the file system refuses O_DIRECT (tmpfs, some FUSE ones): the
 // caller appends buffered.
-func openDirect(name string, f *os.File, end int64) (*directAppender, error) {
+func openDirect(name string, f *os.File, end int64, prio *syncPriority) (*directAppender, error) {
 	df, err := os.OpenFile(name, os.O_RDWR|syscall.O_DIRECT, 0)
 	if err != nil {
 		return nil, err
@@ -68,7 +72,7 @@ func openDirect(name string, f *os.File, end int64) (*directAppender, error) {
 		df.Close()
 		return nil, fmt.Errorf("read the block at the end of %s: %w", name, err)
 	}
-	return &directAppender{f: df, tail: tail, dsync: true}, nil
+	return &directAppender{f: df, tail: tail, dsync: true, prio: prio}, nil
 }
 
 // append writes p at at (the end of the data: the tail's block holds the
@@ -104,7 +108,9 @@ func (a *directAppender) write(b []byte, off int64, sync bool) (durable bool, er
 	}
 	var n int
 	if flags != 0 {
+		raised := a.prio.raise()
 		n, err = unix.Pwritev2(int(a.f.Fd()), [][]byte{b}, off, flags)
+		a.prio.lower(raised)
 		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
 			// A kernel before 4.7 (no pwritev2), or a file system
 			// without per-write flags: pwrite, then fdatasync.
@@ -130,7 +136,10 @@ func (a *directAppender) write(b []byte, off int64, sync bool) (durable bool, er
 		return false, fmt.Errorf("direct write of %d bytes at %d: %w", len(b), off, err)
 	}
 	if sync && !durable {
-		if err := datasync(a.f); err != nil {
+		raised := a.prio.raise()
+		err := datasync(a.f)
+		a.prio.lower(raised)
+		if err != nil {
 			return false, fmt.Errorf("fdatasync: %w", err)
 		}
 		durable = true

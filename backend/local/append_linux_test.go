@@ -26,7 +26,7 @@ func directAt(t *testing.T, size, end int) (*directAppender, *os.File, []byte) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	a, err := openDirect(name, f, int64(end))
+	a, err := openDirect(name, f, int64(end), nil)
 	if err != nil {
 		t.Skipf("the file system refuses O_DIRECT: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 // then fdatasync'ed (see append_linux.go).
 type directAppender struct{}
 
-func openDirect(string, *os.File, int64) (*directAppender, error) {
+func openDirect(string, *os.File, int64, *syncPriority) (*directAppender, error) {
 	return nil, errors.New("direct appends are implemented on Linux only")
 }
 

@@ -153,7 +153,7 @@ func (b *Backend) appendRecords(w *segWriter, sync bool) (durable bool, err erro
 		if b.j.noDirect {
 			err = errors.New("turned off")
 		} else {
-			w.d, err = openDirect(w.f.Name(), w.f, w.end)
+			w.d, err = openDirect(w.f.Name(), w.f, w.end, b.j.prio)
 		}
 		if err != nil {
 			b.log.Debug("local backend: appending to the grant journal segment buffered, with fdatasync", "segment", w.f.Name(), "reason", err)
@@ -161,9 +161,7 @@ func (b *Backend) appendRecords(w *segWriter, sync bool) (durable bool, err erro
 		}
 	}
 	if w.d != nil {
-		raised := b.j.prio.raise() // a direct append always waits for the disk
 		durable, err = w.d.append(w.buf, w.end, sync)
-		b.j.prio.lower(raised)
 		if !errors.Is(err, errDirectRefused) {
 			if err != nil {
 				return false, fmt.Errorf("append to the grant journal %s: %w", w.f.Name(), err)

@@ -160,7 +160,7 @@ func start(t testing.TB, name string, argv []string) (string, int, error) {
 	var stderr lockedBuffer
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr = ChildProcAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", 0, fmt.Errorf("start %s: %w", name, err)
