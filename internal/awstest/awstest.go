@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/rpdhq/rpd/backend/aws"
+	"github.com/rpdhq/rpd/internal/childproc"
 )
 
 // Region and static credentials the emulators accept.
@@ -160,7 +161,7 @@ func start(t testing.TB, name string, argv []string) (string, int, error) {
 	var stderr lockedBuffer
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = ChildProcAttr()
+	cmd.SysProcAttr = childproc.Attr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return "", 0, fmt.Errorf("start %s: %w", name, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
-	"github.com/rpdhq/rpd/internal/awstest"
+	"github.com/rpdhq/rpd/internal/childproc"
 )
 
 // Region and static credentials moto accepts (any will do).
@@ -96,7 +96,7 @@ func start(t testing.TB, argv []string) (string, error) {
 	out := &syncBuffer{}
 	cmd := exec.Command(argv[0], append(argv[1:], "-H", "127.0.0.1", "-p", fmt.Sprint(port))...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = awstest.ChildProcAttr()
+	cmd.SysProcAttr = childproc.Attr()
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("start moto_server: %w", err)
 	}

@@ -1,11 +1,11 @@
 //go:build !linux
 
-package awstest
+package childproc
 
 import "syscall"
 
-// ChildProcAttr puts an emulator (node, moto) in its own process group, so
+// Attr puts an emulator (node, moto) in its own process group, so
 // that Cleanup can kill it and anything it spawned.
-func ChildProcAttr() *syscall.SysProcAttr {
+func Attr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
