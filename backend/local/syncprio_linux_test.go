@@ -15,14 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// threadPolicy is sched_getscheduler(2) of the calling thread.
+// threadPolicy is threadScheduler, failing t where it fails.
 func threadPolicy(t *testing.T) int {
 	t.Helper()
-	r, _, e := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
-	if e != 0 {
-		t.Fatalf("sched_getscheduler: %v", e)
+	p := threadScheduler()
+	if p < 0 {
+		t.Fatal("sched_getscheduler failed")
 	}
-	return int(r)
+	return p
 }
 
 // Raised, the thread is SCHED_FIFO (with SCHED_RESET_ON_FORK); lowered, it
@@ -44,8 +44,7 @@ func TestSyncPriorityRaisesAndLowersTheThread(t *testing.T) {
 	var wg sync.WaitGroup
 	var other int
 	wg.Go(func() {
-		r, _, _ := unix.RawSyscall(unix.SYS_SCHED_GETSCHEDULER, 0, 0, 0)
-		other = int(r)
+		other = threadScheduler()
 	})
 	wg.Wait()
 	p.lower(true)
