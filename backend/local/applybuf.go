@@ -14,16 +14,30 @@ import (
 // deletes of each table in one statement and the lease puts in another. A
 // lease whose first write here created it (PoolStore.CreateLease: no
 // record of its ID existed before) and whose last deletes it costs
-// nothing: no row of it can exist. b.j.applyMu is held.
-func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec) error {
+// nothing: no row of it can exist.
+//
+// tail, when given, is the records confirmed after recs (the applier's
+// look-ahead, applyHeld). A lease created in recs whose last record in
+// tail deletes it is not written either: whoever reads the tables reads
+// them with the journal after the applied offset, which deletes it. The
+// end of its first record in tail goes to b.j.marks, to be flagged
+// created once tx commits (markCreated), so that the apply that takes it
+// elides it too. b.j.applyMu is held.
+func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec, tail []pendRec) error {
 	a := &b.j.buf
 	a.elide(recs)
 	defer a.reset() // no references kept until the next apply
+	if len(tail) > 0 {
+		a.lookAhead(recs, tail)
+	}
 	for _, lw := range a.last {
 		r := &recs[lw.i]
 		switch {
 		case r.kind == kindDeleteLease && lw.created:
 			continue // created and deleted since the last apply
+		case lw.deletedLater:
+			b.j.marks = append(b.j.marks, tail[lw.tailFirst].end)
+			continue // created here, deleted in tail
 		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
 			a.leaseDels = append(a.leaseDels, r.id)
 			continue
@@ -75,10 +89,14 @@ type applyBuf struct {
 }
 
 // lastWrite is, for one record of a batch, the index of its last write and
-// whether its first write created it.
+// whether its first write created it; for a lease created in the batch
+// and put last, whether the look-ahead's last record of it deletes it,
+// and the index there of its first.
 type lastWrite struct {
-	i       int
-	created bool
+	i            int
+	created      bool
+	deletedLater bool
+	tailFirst    int32
 }
 
 // elide fills a.last with the last write of each record of recs, from
@@ -100,7 +118,42 @@ func (a *applyBuf) elide(recs []jrec) {
 			continue
 		}
 		m[r.id] = int32(len(a.last))
-		a.last = append(a.last, lastWrite{i, r.created})
+		a.last = append(a.last, lastWrite{i: i, created: r.created, tailFirst: -1})
+	}
+}
+
+// lookAhead marks, among the leases that recs create and leave put
+// (a.last, after elide), those whose last record in tail deletes them,
+// with the index of their first record there.
+func (a *applyBuf) lookAhead(recs []jrec, tail []pendRec) {
+	found := false
+	for _, lw := range a.last {
+		if lw.created && recs[lw.i].kind == kindPutLease {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return
+	}
+	for i := len(tail) - 1; i >= 0; i-- {
+		r := &tail[i].rec
+		if r.kind != kindPutLease && r.kind != kindDeleteLease {
+			continue
+		}
+		j, ok := a.leases[r.id]
+		if !ok {
+			continue
+		}
+		lw := &a.last[j]
+		if !lw.created || recs[lw.i].kind != kindPutLease {
+			continue
+		}
+		if lw.tailFirst < 0 {
+			// The first seen from the end: the lease's last record.
+			lw.deletedLater = r.kind == kindDeleteLease
+		}
+		lw.tailFirst = int32(i)
 	}
 }
 

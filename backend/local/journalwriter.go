@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,12 +79,24 @@ type journal struct {
 	// them without reading the file back.
 	pending   []pendRec
 	pendStart int64
+	// holdSeg and holdTo are where pending ended when the applier last
+	// took records: its next own apply takes the records up to there and
+	// holds the ones confirmed since for the apply after it (applyHeld),
+	// so that a lease released within an apply interval of its grant
+	// costs nothing in SQLite even when its grant came just before an
+	// apply (applyRecords' look-ahead). Under mu.
+	holdSeg segKey
+	holdTo  int64
 	// applyMu serializes applyJournal (the applier's ticks, drainJournal
 	// on the group commit's writer) and guards the buffers it reuses, so
 	// that applying allocates nothing per record.
 	applyMu sync.Mutex
 	recs    []jrec   // the records taken from pending
 	buf     applyBuf // applyRecords'
+	// marks are the ends of the pending records that the look-ahead found
+	// to be the first of a lease whose create it left out of SQLite: each
+	// is flagged created once that transaction commits.
+	marks []int64
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
 	// spareMu is held while a spare is created or taken, and by the
@@ -315,7 +329,7 @@ func (b *Backend) applier() {
 		}
 		b.prepareSpare()
 		start := time.Now()
-		err := b.applyJournal(context.Background())
+		err := b.applyHeld(context.Background())
 		end := time.Now()
 		paced = end.Add(applyWait(end.Sub(start), b.pendingRecords()))
 		if err != nil {
@@ -996,7 +1010,19 @@ func (b *Backend) drainJournal(ctx context.Context) error {
 func (b *Backend) applyJournal(ctx context.Context) error {
 	b.j.applyMu.Lock()
 	defer b.j.applyMu.Unlock()
-	return b.applyJournalLocked(ctx)
+	return b.applyJournalLocked(ctx, false)
+}
+
+// applyHeld is the applier's own applyJournal: of this process's records
+// it takes those confirmed before its previous apply and holds the newer
+// ones for the next (journal.holdTo), unless more than applyBacklog are
+// pending. The held records are the look-ahead of applyRecords: a lease
+// created in the records applied and deleted in the held ones is not
+// written to SQLite at all. A tick with nothing old enough does nothing.
+func (b *Backend) applyHeld(ctx context.Context) error {
+	b.j.applyMu.Lock()
+	defer b.j.applyMu.Unlock()
+	return b.applyJournalLocked(ctx, true)
 }
 
 // dropPending removes the first n records of pending. b.j.mu is held.
@@ -1015,11 +1041,27 @@ func (b *Backend) dropPending(n int) {
 }
 
 // applyJournalLocked is applyJournal with b.j.applyMu held.
-func (b *Backend) applyJournalLocked(ctx context.Context) error {
+func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	b.j.mu.Lock()
 	own, confirmed := b.j.own, b.j.confirmed
 	pendStart := b.j.pendStart
-	n := min(len(b.j.pending), maxApply)
+	ready := len(b.j.pending)
+	if hold && ready <= applyBacklog {
+		if b.j.holdSeg != own {
+			b.j.holdTo = 0
+		}
+		to := b.j.holdTo
+		ready = sort.Search(ready, func(i int) bool { return b.j.pending[i].end > to })
+		if ready == 0 && len(b.j.pending) > 0 {
+			b.j.holdSeg, b.j.holdTo = own, confirmed
+			b.j.mu.Unlock()
+			return nil // all confirmed since the last apply: the next takes them
+		}
+	}
+	if hold {
+		b.j.holdSeg, b.j.holdTo = own, confirmed
+	}
+	n := min(ready, maxApply)
 	recs := b.j.recs[:0]
 	var pendEnd int64
 	for i := range n {
@@ -1030,8 +1072,16 @@ func (b *Backend) applyJournalLocked(ctx context.Context) error {
 		b.j.pendStart = pendEnd
 		b.dropPending(n)
 	}
-	more := len(b.j.pending) > 0
+	more := ready > n
+	// The records confirmed after recs, for applyRecords' look-ahead:
+	// read without mu, which is safe because only this apply (applyMu)
+	// removes or changes pending's records; the writer only appends.
+	var tail []pendRec
+	if hold {
+		tail = b.j.pending
+	}
 	b.j.mu.Unlock()
+	b.j.marks = b.j.marks[:0]
 	defer func() {
 		clear(recs) // no references kept until the next apply
 		b.j.recs = recs[:0]
@@ -1072,7 +1122,7 @@ func (b *Backend) applyJournalLocked(ctx context.Context) error {
 			if s.segKey == own && s.applied == pendStart && len(recs) > 0 && s.sealed < 0 {
 				// The usual case: this process's confirmed records, from
 				// memory, the last write of each record only.
-				if err := b.applyRecords(ctx, tx, recs); err != nil {
+				if err := b.applyRecords(ctx, tx, recs, tail); err != nil {
 					return err
 				}
 				if _, err := b.st.setApplied.tx(ctx, tx).exec(ctx, pendEnd, b.stack, s.epoch, s.seq); err != nil {
@@ -1129,6 +1179,9 @@ func (b *Backend) applyJournalLocked(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("apply the grant journal of stack %s to %s: %w", b.stack, b.path, err)
 	}
+	if len(b.j.marks) > 0 {
+		b.markCreated(own)
+	}
 	if ownApplied >= 0 {
 		// Read back from the file: the records in memory up to there are
 		// applied.
@@ -1167,9 +1220,29 @@ func (b *Backend) applyJournalLocked(ctx context.Context) error {
 		if err := b.resolveSeals(ctx); err != nil {
 			return err
 		}
-		return b.applyJournalLocked(ctx)
+		return b.applyJournalLocked(ctx, hold)
 	}
 	return nil
+}
+
+// markCreated flags the records of b.j.marks created, now that the
+// transaction that left their leases out of SQLite committed: no row of
+// them exists, so their next apply elides them as it would a lease
+// created in its own records. A record no longer pending (own changed)
+// is left as it is: read back from the file, it is applied as written.
+// b.j.applyMu is held.
+func (b *Backend) markCreated(own segKey) {
+	b.j.mu.Lock()
+	defer b.j.mu.Unlock()
+	if b.j.own != own {
+		return
+	}
+	p := b.j.pending
+	for _, end := range b.j.marks {
+		if i, ok := slices.BinarySearchFunc(p, end, func(r pendRec, end int64) int { return cmp.Compare(r.end, end) }); ok {
+			p[i].rec.created = true
+		}
+	}
 }
 
 // applySegment applies the records of s in [s.applied, limit) in tx and
@@ -1187,7 +1260,7 @@ func (b *Backend) applySegment(ctx context.Context, tx *sql.Tx, s segRow, limit 
 		return len(recs) < maxApply
 	})
 	if err == nil {
-		err = b.applyRecords(ctx, tx, recs)
+		err = b.applyRecords(ctx, tx, recs, nil)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("apply %s: %w", name, err)

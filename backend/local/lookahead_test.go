@@ -1,0 +1,242 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/rpdhq/rpd/backend"
+)
+
+// pendingCreated reports whether b's pending record of kind for id is
+// flagged created (false when there is none).
+func pendingCreated(b *Backend, kind byte, id string) (created, found bool) {
+	b.j.mu.Lock()
+	defer b.j.mu.Unlock()
+	for _, p := range b.j.pending {
+		if p.rec.kind == kind && p.rec.id == id {
+			return p.rec.created, true
+		}
+	}
+	return false, false
+}
+
+// The applier's own applies hold the records confirmed since the last one
+// as a look-ahead: a lease created before an apply and deleted after it
+// is never written to SQLite, its delete is flagged so that the next
+// apply elides it too, and a reader (the tables plus the journal past the
+// applied offset) and a crash image both see it deleted.
+func TestJournalLookAheadLeavesOutALeaseDeletedLater(t *testing.T) {
+	dir := t.TempDir()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	run(t,
+		func() error { return ps.CreateLease(ctx, rec("brief")) },
+		func() error { return ps.CreateLease(ctx, rec("kept")) },
+	)
+	// The first apply finds nothing confirmed before a previous one.
+	if err := b.applyHeld(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "" {
+		t.Fatalf("rows %q after the first held apply; want none (all held)", got)
+	}
+	run(t,
+		func() error { return ps.DeleteLease(ctx, "brief") },
+		func() error { return ps.CreateLease(ctx, rec("late")) }, // syncs the lazy delete
+	)
+	if err := b.applyHeld(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "kept" {
+		t.Fatalf("rows %q after the second held apply; want kept (brief is deleted in the look-ahead)", got)
+	}
+	if created, found := pendingCreated(b, kindDeleteLease, "brief"); !found || !created {
+		t.Fatalf("brief's delete: pending %v, flagged created %v; want pending and flagged", found, created)
+	}
+	if created, _ := pendingCreated(b, kindPutLease, "late"); !created {
+		t.Fatal("late's create lost its created flag")
+	}
+	if got := leaseIDs(t, b); !slices.Equal(got, []string{"kept", "late"}) {
+		t.Fatalf("a reader sees %v; want [kept late]", got)
+	}
+
+	// A crash now: the applied offset is past brief's create, which is in
+	// no table; the journal after it deletes brief.
+	img := filepath.Join(dir, "img.db")
+	CopyCrashImage(t, b, img)
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := leaseIDs(t, c); !slices.Equal(got, []string{"kept", "late"}) {
+		t.Fatalf("after the crash a reader sees %v; want [kept late]", got)
+	}
+	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
+		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
+	}
+	PauseApplier(c)
+	if err := ApplyJournal(c, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, c); got != "kept,late" {
+		t.Fatalf("rows %q after applying the crashed leader's segment; want kept,late", got)
+	}
+
+	// The next held apply takes the flagged delete: nothing to write for
+	// brief, late put.
+	if err := b.applyHeld(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "kept,late" {
+		t.Fatalf("rows %q after the third held apply; want kept,late", got)
+	}
+	if b.journalPending() {
+		t.Fatal("records left pending after two applies with nothing new")
+	}
+}
+
+// A lease created before an apply and put again (a heartbeat) after it,
+// never deleted, is written; one whose last record in the look-ahead is a
+// put after a delete and a create again is written too.
+func TestJournalLookAheadWritesLeasesNotDeleted(t *testing.T) {
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	run(t,
+		func() error { return ps.CreateLease(ctx, rec("hb")) },
+		func() error { return ps.CreateLease(ctx, rec("again")) },
+		func() error { return b.applyHeld(ctx) }, // sets the hold
+		func() error { return ps.PutLease(ctx, rec("hb")) },
+		func() error { return ps.DeleteLease(ctx, "again") },
+		func() error { return ps.CreateLease(ctx, rec("again")) },
+		func() error { return b.applyHeld(ctx) },
+	)
+	if got := leaseRows(t, b); got != "again,hb" {
+		t.Fatalf("rows %q; want again,hb", got)
+	}
+	if created, _ := pendingCreated(b, kindPutLease, "hb"); created {
+		t.Fatal("hb's heartbeat flagged created: its row exists")
+	}
+	if err := ApplyJournal(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "again,hb" {
+		t.Fatalf("rows %q after applying the rest; want again,hb", got)
+	}
+}
+
+// TestJournalLookAheadMatchesModel drives a leader's pool store with random
+// creates, heartbeats and deletes between random applies (held, as the
+// applier's, or all pending, as a drain's) and checks that a reader sees
+// the model after every step, that a crash image at the end holds it, and
+// that the tables hold it once everything is applied.
+func TestJournalLookAheadMatchesModel(t *testing.T) {
+	dir := t.TempDir()
+	runs := 0
+	rapid.Check(t, func(rt *rapid.T) {
+		runs++
+		ctx := context.Background()
+		path := filepath.Join(dir, fmt.Sprintf("m%d.db", runs))
+		b, err := Open(ctx, path, Options{Stack: "s"})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer b.Close()
+		l, held, err := b.AcquireLeader(ctx, backend.LeaderClaim{Holder: "a", Lease: time.Minute})
+		if err != nil || !held {
+			rt.Fatalf("AcquireLeader: %v, %v", held, err)
+		}
+		b.j.paused.Store(true)
+		ps := b.PoolStore().Fence(l.Epoch)
+		model := map[string]bool{}
+		next := 0
+		live := func() []string {
+			var ids []string
+			for id := range model {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
+		for range steps {
+			ids := live()
+			op := rapid.IntRange(0, 5).Draw(rt, "op")
+			switch {
+			case op <= 1 || len(ids) == 0:
+				next++
+				id := fmt.Sprintf("l%03d", next)
+				if err := ps.CreateLease(ctx, rec(id)); err != nil {
+					rt.Fatal(err)
+				}
+				model[id] = true
+			case op == 2:
+				id := rapid.SampledFrom(ids).Draw(rt, "heartbeat")
+				if err := ps.PutLease(ctx, rec(id)); err != nil {
+					rt.Fatal(err)
+				}
+			case op == 3:
+				id := rapid.SampledFrom(ids).Draw(rt, "delete")
+				if err := ps.DeleteLease(ctx, id); err != nil {
+					rt.Fatal(err)
+				}
+				delete(model, id)
+			case op == 4:
+				if err := b.applyHeld(ctx); err != nil {
+					rt.Fatal(err)
+				}
+			default:
+				if err := b.applyJournal(ctx); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			if got, want := leaseIDs(t, b), live(); !slices.Equal(got, want) {
+				rt.Fatalf("a reader sees %v; the model %v", got, want)
+			}
+		}
+		// Confirm the lazy deletes (a synced write), then crash.
+		next++
+		marker := fmt.Sprintf("l%03d", next)
+		if err := ps.CreateLease(ctx, rec(marker)); err != nil {
+			rt.Fatal(err)
+		}
+		model[marker] = true
+		want := strings.Join(live(), ",")
+		img := filepath.Join(dir, fmt.Sprintf("m%d-img.db", runs))
+		CopyCrashImage(t, b, img)
+		later := func() time.Time { return time.Now().Add(time.Hour) }
+		c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer c.Close()
+		if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
+			rt.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
+		}
+		if err := c.drainJournal(ctx); err != nil {
+			rt.Fatal(err)
+		}
+		if err := c.applyJournal(ctx); err != nil {
+			rt.Fatal(err)
+		}
+		if got := leaseRows(t, c); got != want {
+			rt.Fatalf("rows %q after the crash and a full apply; the model %q", got, want)
+		}
+		if err := b.drainJournal(ctx); err != nil {
+			rt.Fatal(err)
+		}
+		if got := leaseRows(t, b); got != want {
+			rt.Fatalf("rows %q after draining; the model %q", got, want)
+		}
+	})
+}
