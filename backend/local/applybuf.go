@@ -20,24 +20,18 @@ import (
 // look-ahead, applyHeld). A lease created in recs whose last record in
 // tail deletes it is not written either: whoever reads the tables reads
 // them with the journal after the applied offset, which deletes it. The
-// end of its first record in tail goes to b.j.marks, to be flagged
+// end of its first record in tail goes to a.marks, to be flagged
 // created once tx commits (markCreated), so that the apply that takes it
 // elides it too. b.j.applyMu is held.
 func (b *Backend) applyRecords(ctx context.Context, tx *sql.Tx, recs []jrec, tail []pendRec) error {
 	a := &b.j.buf
-	a.elide(recs)
 	defer a.reset() // no references kept until the next apply
-	if len(tail) > 0 {
-		a.lookAhead(recs, tail)
-	}
+	a.plan(recs, tail)
 	for _, lw := range a.last {
 		r := &recs[lw.i]
 		switch {
-		case r.kind == kindDeleteLease && lw.created:
-			continue // created and deleted since the last apply
-		case lw.deletedLater:
-			b.j.marks = append(b.j.marks, tail[lw.tailFirst].end)
-			continue // created here, deleted in tail
+		case lw.writesNothing(r):
+			continue
 		case r.kind == kindDeleteLease && utf8.ValidString(r.id):
 			a.leaseDels = append(a.leaseDels, r.id)
 			continue
@@ -86,6 +80,11 @@ type applyBuf struct {
 	// added when it is written).
 	leaseDels, grantDels []string
 	puts                 []byte
+	// marks are the ends of the look-ahead's records that are the first of
+	// a lease whose create plan left out (lastWrite.deletedLater): each is
+	// flagged created once that apply commits (markCreated). Kept by
+	// reset; emptied at the start of each apply.
+	marks []int64
 }
 
 // lastWrite is, for one record of a batch, the index of its last write and
@@ -120,6 +119,33 @@ func (a *applyBuf) elide(recs []jrec) {
 		m[r.id] = int32(len(a.last))
 		a.last = append(a.last, lastWrite{i: i, created: r.created, tailFirst: -1})
 	}
+}
+
+// plan fills a.last with the last write of each record of recs (elide),
+// marked by the look-ahead into tail (lookAhead), and the ends of the
+// records to flag created once it is applied into a.marks; it returns
+// how many writes applying it takes.
+func (a *applyBuf) plan(recs []jrec, tail []pendRec) (writes int) {
+	a.elide(recs)
+	if len(tail) > 0 {
+		a.lookAhead(recs, tail)
+	}
+	for _, lw := range a.last {
+		switch {
+		case lw.deletedLater:
+			a.marks = append(a.marks, tail[lw.tailFirst].end)
+		case !lw.writesNothing(&recs[lw.i]):
+			writes++
+		}
+	}
+	return writes
+}
+
+// writesNothing reports whether the last write lw, r, leaves the tables as
+// they are: a lease created and deleted since the last apply, or created
+// and deleted in the look-ahead.
+func (lw *lastWrite) writesNothing(r *jrec) bool {
+	return r.kind == kindDeleteLease && lw.created || lw.deletedLater
 }
 
 // lookAhead marks, among the leases that recs create and leave put

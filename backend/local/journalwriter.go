@@ -93,10 +93,17 @@ type journal struct {
 	applyMu sync.Mutex
 	recs    []jrec   // the records taken from pending
 	buf     applyBuf // applyRecords'
-	// marks are the ends of the pending records that the look-ahead found
-	// to be the first of a lease whose create it left out of SQLite: each
-	// is flagged created once that transaction commits.
-	marks []int64
+	// dbSeg and dbApplied are own's applied offset in SQLite as this
+	// process last committed it (dbSeg zero: not known). skipEnd is where
+	// the last apply skipped to: when it is pendStart and dbApplied is
+	// behind it, the records in between were taken without a transaction
+	// (skipApply) and the next transaction records them with its own.
+	// lagN and lagSince bound that lag.
+	dbSeg     segKey
+	dbApplied int64
+	skipEnd   int64
+	lagN      int
+	lagSince  time.Time
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
 	// spareMu is held while a spare is created or taken, and by the
@@ -249,6 +256,9 @@ const (
 	// applier) is applied back to back, as fast as it can be.
 	applyPace    = 3
 	applyBacklog = 4 * applyEvery
+	// maxApplyLag bounds how long the applied offset stays behind records
+	// applied without a transaction (skipApply).
+	maxApplyLag = time.Second
 )
 
 func (b *Backend) startJournal() {
@@ -1081,7 +1091,7 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 		tail = b.j.pending
 	}
 	b.j.mu.Unlock()
-	b.j.marks = b.j.marks[:0]
+	b.j.buf.marks = b.j.buf.marks[:0]
 	defer func() {
 		clear(recs) // no references kept until the next apply
 		b.j.recs = recs[:0]
@@ -1089,6 +1099,11 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 			b.wakeApplier()
 		}
 	}()
+	lagging := b.j.dbSeg == own && own != (segKey{}) && b.j.skipEnd == pendStart && b.j.dbApplied < pendStart
+	if hold && len(recs) > 0 && b.skipApply(own, pendStart, lagging, recs, tail) {
+		b.j.skipEnd = pendEnd
+		return nil
+	}
 	if own == (segKey{}) && len(recs) == 0 {
 		// Not writing here (a standby, the CLI): take the file's write
 		// lock only when a segment is left to apply or to seal.
@@ -1108,6 +1123,7 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	var folded []segKey
 	resolve := false
 	ownApplied := int64(-1) // own records applied from the file, not from memory
+	fromMemory := false
 	err := b.write(ctx, func(tx *sql.Tx) error {
 		var cur int64
 		err := b.st.leaderEpoch.tx(ctx, tx).queryRow(ctx, b.stack).Scan(&cur)
@@ -1119,15 +1135,17 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 			return err
 		}
 		for _, s := range segs {
-			if s.segKey == own && s.applied == pendStart && len(recs) > 0 && s.sealed < 0 {
+			if s.segKey == own && (s.applied == pendStart || lagging && s.applied == b.j.dbApplied) && len(recs) > 0 && s.sealed < 0 {
 				// The usual case: this process's confirmed records, from
-				// memory, the last write of each record only.
+				// memory, the last write of each record only (and the
+				// offset past the ones skipApply took before them).
 				if err := b.applyRecords(ctx, tx, recs, tail); err != nil {
 					return err
 				}
 				if _, err := b.st.setApplied.tx(ctx, tx).exec(ctx, pendEnd, b.stack, s.epoch, s.seq); err != nil {
 					return err
 				}
+				fromMemory = true
 				continue
 			}
 			limit := s.sealed
@@ -1177,9 +1195,16 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 		return nil
 	})
 	if err != nil {
+		b.j.dbSeg = segKey{}
 		return fmt.Errorf("apply the grant journal of stack %s to %s: %w", b.stack, b.path, err)
 	}
-	if len(b.j.marks) > 0 {
+	switch {
+	case ownApplied >= 0:
+		b.j.dbSeg, b.j.dbApplied = own, ownApplied
+	case fromMemory:
+		b.j.dbSeg, b.j.dbApplied = own, pendEnd
+	}
+	if len(b.j.buf.marks) > 0 {
 		b.markCreated(own)
 	}
 	if ownApplied >= 0 {
@@ -1225,7 +1250,37 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	return nil
 }
 
-// markCreated flags the records of b.j.marks created, now that the
+// skipApply reports whether an applyHeld of recs (own's, from pendStart)
+// needs no transaction, and if so takes them: they would write nothing
+// (each lease in them created and deleted there, or deleted in tail), and
+// SQLite's applied offset for own is known to be pendStart, or behind it
+// by records taken so (lagging). The offset then stays behind: whoever
+// reads the tables reads the journal from it, and replaying those records
+// leaves the tables as they are. The lag is bounded: at most applyBacklog
+// records and a second, then a transaction records it. b.j.applyMu is
+// held.
+func (b *Backend) skipApply(own segKey, pendStart int64, lagging bool, recs []jrec, tail []pendRec) bool {
+	if b.j.dbSeg != own || own == (segKey{}) || !(lagging || b.j.dbApplied == pendStart) {
+		return false
+	}
+	if lagging && (b.j.lagN+len(recs) > applyBacklog || time.Since(b.j.lagSince) > maxApplyLag) {
+		return false
+	}
+	a := &b.j.buf
+	defer a.reset()
+	if a.plan(recs, tail) > 0 {
+		a.marks = a.marks[:0]
+		return false
+	}
+	if !lagging {
+		b.j.lagN, b.j.lagSince = 0, time.Now()
+	}
+	b.j.lagN += len(recs)
+	b.markCreated(own)
+	return true
+}
+
+// markCreated flags the records of b.j.buf.marks created, now that the
 // transaction that left their leases out of SQLite committed: no row of
 // them exists, so their next apply elides them as it would a lease
 // created in its own records. A record no longer pending (own changed)
@@ -1238,7 +1293,7 @@ func (b *Backend) markCreated(own segKey) {
 		return
 	}
 	p := b.j.pending
-	for _, end := range b.j.marks {
+	for _, end := range b.j.buf.marks {
 		if i, ok := slices.BinarySearchFunc(p, end, func(r pendRec, end int64) int { return cmp.Compare(r.end, end) }); ok {
 			p[i].rec.created = true
 		}

@@ -240,3 +240,88 @@ func TestJournalLookAheadMatchesModel(t *testing.T) {
 		}
 	})
 }
+
+// appliedOffset is the applied offset of b's own journal segment in SQLite.
+func appliedOffset(t *testing.T, b *Backend) int64 {
+	t.Helper()
+	var n int64
+	err := b.rdb.QueryRowContext(context.Background(), `SELECT applied FROM journals WHERE stack = ? AND epoch = ? AND seq = ?`,
+		"s", b.j.own.epoch, b.j.own.seq).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// An apply whose records would write nothing (every lease in them created
+// and deleted, there or in the look-ahead) runs no transaction: the
+// applied offset stays behind them, a reader and a crash image still see
+// the journal's state, and the next transaction records the offset past
+// them with its own records.
+func TestJournalApplyWithNothingToWriteSkipsTheTransaction(t *testing.T) {
+	dir := t.TempDir()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
+	b.j.paused.Store(true)
+	ctx := context.Background()
+	run(t,
+		func() error { return ps.CreateLease(ctx, rec("a")) },
+		func() error { return b.applyHeld(ctx) }, // sets the hold
+		func() error { return b.applyHeld(ctx) }, // writes a
+	)
+	if got := leaseRows(t, b); got != "a" {
+		t.Fatalf("rows %q; want a", got)
+	}
+	before := appliedOffset(t, b)
+	run(t,
+		func() error { return ps.CreateLease(ctx, rec("c")) },
+		func() error { return ps.DeleteLease(ctx, "c") },
+		func() error { return ps.CreateLease(ctx, rec("e")) }, // syncs c's delete
+		func() error { return b.applyHeld(ctx) },              // all newer than the hold: nothing
+		func() error { return ps.DeleteLease(ctx, "e") },
+		func() error { return ps.CreateLease(ctx, rec("f")) }, // syncs e's delete
+		func() error { return b.applyHeld(ctx) },              // c elided, e deleted in the look-ahead
+	)
+	if got := appliedOffset(t, b); got != before {
+		t.Fatalf("applied offset %d after an apply with nothing to write; want %d (no transaction)", got, before)
+	}
+	if got := leaseRows(t, b); got != "a" {
+		t.Fatalf("rows %q; want a", got)
+	}
+	if got := leaseIDs(t, b); !slices.Equal(got, []string{"a", "f"}) {
+		t.Fatalf("a reader sees %v; want [a f]", got)
+	}
+	img := filepath.Join(dir, "img.db")
+	CopyCrashImage(t, b, img)
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := leaseIDs(t, c); !slices.Equal(got, []string{"a", "f"}) {
+		t.Fatalf("after the crash a reader sees %v; want [a f]", got)
+	}
+	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
+		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
+	}
+	PauseApplier(c)
+	if err := ApplyJournal(c, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, c); got != "a,f" {
+		t.Fatalf("rows %q after applying the crashed leader's segment; want a,f", got)
+	}
+
+	if err := b.applyHeld(ctx); err != nil { // f: a transaction, from memory
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, b); got != "a,f" {
+		t.Fatalf("rows %q; want a,f", got)
+	}
+	if got, want := appliedOffset(t, b), JournalEnd(b); got != want {
+		t.Fatalf("applied offset %d after the next transaction; want the journal's end %d", got, want)
+	}
+	if b.journalPending() {
+		t.Fatal("records left pending")
+	}
+}
