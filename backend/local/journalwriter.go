@@ -221,7 +221,11 @@ const (
 // The applier applies the journal every applyInterval, or sooner once
 // applyEvery records are pending: the fewer and larger its SQLite
 // transactions, the less CPU they take from the grants (a lease granted
-// and released between two applies costs nothing: applyRecords).
+// and released between two applies costs nothing: applyRecords). Each of
+// its applies takes the records confirmed before the one before it and
+// holds the newer ones as a look-ahead (applyHeld), so that a lease
+// released within an interval of its grant costs nothing either, and an
+// apply that would write nothing runs no transaction (skipApply).
 //
 // Lazy deletes left unsynced are synced once they waited lazySync (checked
 // at the applier's ticks, so within lazySync + applyInterval).
