@@ -111,6 +111,10 @@ type jrec struct {
 	// record of its ID. Only in memory (the applier's elision); not
 	// encoded, so a record read back from a segment never has it.
 	created bool
+	// marked: created was set by the applier's look-ahead (markCreated),
+	// not by CreateLease; it holds only while the create it left out of
+	// SQLite stays out (clearMarks).
+	marked bool
 }
 
 func appendString(b []byte, s string) []byte {

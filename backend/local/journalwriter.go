@@ -104,6 +104,9 @@ type journal struct {
 	skipEnd   int64
 	lagN      int
 	lagSince  time.Time
+	// lagged is whether that lag stands (for journalPending, read
+	// without applyMu): a drain records it.
+	lagged atomic.Bool
 	// spare is the next segment's file, prepared by the applier.
 	spare *segWriter
 	// spareMu is held while a spare is created or taken, and by the
@@ -553,9 +556,14 @@ func (b *Backend) journalRun(ops []*recordOp, epoch int64) {
 			}
 		}
 		b.j.confirmed = newEnd
+		// Wake the applier once applyEvery records are ready for it: the
+		// ones its hold keeps back do not count, unless a backlog is
+		// building (it then applies everything).
 		n := len(b.j.pending)
+		wake := n >= applyBacklog || n >= applyEvery &&
+			(b.j.holdSeg != b.j.own || b.j.pending[applyEvery-1].end <= b.j.holdTo)
 		b.j.mu.Unlock()
-		if n >= applyEvery {
+		if wake {
 			b.wakeApplier()
 		}
 		return
@@ -1004,7 +1012,7 @@ func needsSeal(s segRow, leaderEpoch int64) bool {
 
 // journalPending reports whether this process has journal records not
 // applied yet.
-func (b *Backend) journalPending() bool { return b.pendingRecords() > 0 }
+func (b *Backend) journalPending() bool { return b.pendingRecords() > 0 || b.j.lagged.Load() }
 
 // drainJournal applies this process's pending journal records (in
 // transactions of at most maxApply).
@@ -1060,7 +1068,8 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	own, confirmed := b.j.own, b.j.confirmed
 	pendStart := b.j.pendStart
 	ready := len(b.j.pending)
-	if hold && ready <= applyBacklog {
+	hold = hold && ready <= applyBacklog // a backlog is applied as fast as it can be
+	if hold {
 		if b.j.holdSeg != own {
 			b.j.holdTo = 0
 		}
@@ -1077,7 +1086,7 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	}
 	n := min(ready, maxApply)
 	recs := b.j.recs[:0]
-	var pendEnd int64
+	pendEnd := pendStart
 	for i := range n {
 		recs = append(recs, b.j.pending[i].rec)
 	}
@@ -1089,7 +1098,9 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	more := ready > n
 	// The records confirmed after recs, for applyRecords' look-ahead:
 	// read without mu, which is safe because only this apply (applyMu)
-	// removes or changes pending's records; the writer only appends.
+	// removes or changes pending's records; the writer appends past
+	// them, or starts a new slice for a new segment (markCreated and
+	// clearMarks then find own changed).
 	var tail []pendRec
 	if hold {
 		tail = b.j.pending
@@ -1106,6 +1117,7 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	lagging := b.j.dbSeg == own && own != (segKey{}) && b.j.skipEnd == pendStart && b.j.dbApplied < pendStart
 	if hold && len(recs) > 0 && b.skipApply(own, pendStart, lagging, recs, tail) {
 		b.j.skipEnd = pendEnd
+		b.j.lagged.Store(true)
 		return nil
 	}
 	if own == (segKey{}) && len(recs) == 0 {
@@ -1139,10 +1151,11 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 			return err
 		}
 		for _, s := range segs {
-			if s.segKey == own && (s.applied == pendStart || lagging && s.applied == b.j.dbApplied) && len(recs) > 0 && s.sealed < 0 {
+			if s.segKey == own && s.sealed < 0 && (s.applied == pendStart && len(recs) > 0 || lagging && s.applied == b.j.dbApplied) {
 				// The usual case: this process's confirmed records, from
-				// memory, the last write of each record only (and the
-				// offset past the ones skipApply took before them).
+				// memory, the last write of each record only; and the
+				// offset past the ones skipApply took before them, if
+				// any (with no records: a drain recording the lag).
 				if err := b.applyRecords(ctx, tx, recs, tail); err != nil {
 					return err
 				}
@@ -1200,13 +1213,21 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 	})
 	if err != nil {
 		b.j.dbSeg = segKey{}
+		b.j.lagged.Store(false)
 		return fmt.Errorf("apply the grant journal of stack %s to %s: %w", b.stack, b.path, err)
 	}
 	switch {
 	case ownApplied >= 0:
-		b.j.dbSeg, b.j.dbApplied = own, ownApplied
+		// Own's records read back from the file, from wherever SQLite's
+		// offset was: perhaps from behind records skipApply took, whose
+		// left-out creates are now written. No lag stands, and no
+		// look-ahead mark holds.
+		b.j.dbSeg, b.j.dbApplied, b.j.skipEnd = own, ownApplied, -1
+		b.j.lagged.Store(false)
+		b.clearMarks(own)
 	case fromMemory:
 		b.j.dbSeg, b.j.dbApplied = own, pendEnd
+		b.j.lagged.Store(false)
 	}
 	if len(b.j.buf.marks) > 0 {
 		b.markCreated(own)
@@ -1299,7 +1320,23 @@ func (b *Backend) markCreated(own segKey) {
 	p := b.j.pending
 	for _, end := range b.j.buf.marks {
 		if i, ok := slices.BinarySearchFunc(p, end, func(r pendRec, end int64) int { return cmp.Compare(r.end, end) }); ok {
-			p[i].rec.created = true
+			p[i].rec.created, p[i].rec.marked = true, true
+		}
+	}
+}
+
+// clearMarks takes back the look-ahead's marks from own's pending
+// records: SQLite's offset went through the file, which may have written
+// the creates they stand for. b.j.applyMu is held.
+func (b *Backend) clearMarks(own segKey) {
+	b.j.mu.Lock()
+	defer b.j.mu.Unlock()
+	if b.j.own != own {
+		return
+	}
+	for i := range b.j.pending {
+		if r := &b.j.pending[i].rec; r.marked {
+			r.created, r.marked = false, false
 		}
 	}
 }

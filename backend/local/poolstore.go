@@ -49,7 +49,8 @@ func (s *PoolStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) erro
 // it returns (lazy deletes, journalwriter.go): it is in the journal, read
 // by every later read and fenced as PutLease, and made durable by the next
 // grant's fdatasync or within about 0.1 s; a power loss before that keeps
-// the record until its TTL.
+// the record until its TTL (unless the applier's look-ahead left its
+// create out of SQLite: then the record is gone, as its release said).
 func (s *PoolStore) DeleteLease(ctx context.Context, leaseID string) error {
 	if s.epoch == 0 {
 		return s.b.writeRecord(ctx, "delete pool lease", leaseID, &s.b.st.deleteLease, s.b.stack, leaseID)
