@@ -27,6 +27,35 @@ func pendingCreated(b *Backend, kind byte, id string) (created, found bool) {
 	return false, false
 }
 
+// checkCrashImage copies b's files as a crash leaves them and checks that
+// a reader of the copy sees the leases want, and that a new leader that
+// applies the crashed leader's segment has exactly them as rows.
+func checkCrashImage(t *testing.T, b *Backend, dir string, want ...string) {
+	t.Helper()
+	ctx := context.Background()
+	img := filepath.Join(dir, "img.db")
+	CopyCrashImage(t, b, img)
+	later := func() time.Time { return time.Now().Add(time.Hour) } // b's leader lease has run out
+	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := leaseIDs(t, c); !slices.Equal(got, want) {
+		t.Fatalf("after the crash a reader sees %v; want %v", got, want)
+	}
+	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
+		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
+	}
+	PauseApplier(c)
+	if err := ApplyJournal(c, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaseRows(t, c); got != strings.Join(want, ",") {
+		t.Fatalf("rows %q after applying the crashed leader's segment; want %s", got, strings.Join(want, ","))
+	}
+}
+
 // The applier's own applies hold the records confirmed since the last one
 // as a look-ahead: a lease created before an apply and deleted after it
 // is never written to SQLite, its delete is flagged so that the next
@@ -70,27 +99,7 @@ func TestJournalLookAheadLeavesOutALeaseDeletedLater(t *testing.T) {
 
 	// A crash now: the applied offset is past brief's create, which is in
 	// no table; the journal after it deletes brief.
-	img := filepath.Join(dir, "img.db")
-	CopyCrashImage(t, b, img)
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got := leaseIDs(t, c); !slices.Equal(got, []string{"kept", "late"}) {
-		t.Fatalf("after the crash a reader sees %v; want [kept late]", got)
-	}
-	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
-		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
-	}
-	PauseApplier(c)
-	if err := ApplyJournal(c, 3); err != nil {
-		t.Fatal(err)
-	}
-	if got := leaseRows(t, c); got != "kept,late" {
-		t.Fatalf("rows %q after applying the crashed leader's segment; want kept,late", got)
-	}
+	checkCrashImage(t, b, dir, "kept", "late")
 
 	// The next held apply takes the flagged delete: nothing to write for
 	// brief, late put.
@@ -298,27 +307,7 @@ func TestJournalApplyWithNothingToWriteSkipsTheTransaction(t *testing.T) {
 	if got := leaseIDs(t, b); !slices.Equal(got, []string{"a", "f"}) {
 		t.Fatalf("a reader sees %v; want [a f]", got)
 	}
-	img := filepath.Join(dir, "img.db")
-	CopyCrashImage(t, b, img)
-	later := func() time.Time { return time.Now().Add(time.Hour) }
-	c, err := Open(ctx, img, Options{Stack: "s", Clock: later})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if got := leaseIDs(t, c); !slices.Equal(got, []string{"a", "f"}) {
-		t.Fatalf("after the crash a reader sees %v; want [a f]", got)
-	}
-	if _, held, err := c.AcquireLeader(ctx, backend.LeaderClaim{Holder: "b", Lease: time.Second}); err != nil || !held {
-		t.Fatalf("AcquireLeader after the crash: %v, %v", held, err)
-	}
-	PauseApplier(c)
-	if err := ApplyJournal(c, 3); err != nil {
-		t.Fatal(err)
-	}
-	if got := leaseRows(t, c); got != "a,f" {
-		t.Fatalf("rows %q after applying the crashed leader's segment; want a,f", got)
-	}
+	checkCrashImage(t, b, dir, "a", "f")
 
 	if err := b.applyHeld(ctx); err != nil { // f: a transaction, from memory
 		t.Fatal(err)
