@@ -1075,14 +1075,11 @@ func (b *Backend) applyJournalLocked(ctx context.Context, hold bool) error {
 		}
 		to := b.j.holdTo
 		ready = sort.Search(ready, func(i int) bool { return b.j.pending[i].end > to })
+		b.j.holdSeg, b.j.holdTo = own, confirmed
 		if ready == 0 && len(b.j.pending) > 0 {
-			b.j.holdSeg, b.j.holdTo = own, confirmed
 			b.j.mu.Unlock()
 			return nil // all confirmed since the last apply: the next takes them
 		}
-	}
-	if hold {
-		b.j.holdSeg, b.j.holdTo = own, confirmed
 	}
 	n := min(ready, maxApply)
 	recs := b.j.recs[:0]

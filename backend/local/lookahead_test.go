@@ -323,13 +323,12 @@ func TestJournalApplyWithNothingToWriteSkipsTheTransaction(t *testing.T) {
 	}
 }
 
-// A lag of skipped applies longer than one transaction, caught up from
-// the segment file (an idle tick's apply finds SQLite's offset behind)
-// and interrupted by new records: the file path writes the creates the
-// look-ahead left out, so the lag and the marks end there, and the
-// records after are applied, not jumped over (a review found the jump:
-// a released lease came back as a row nothing after the offset deletes).
-func TestJournalLagCaughtUpFromTheFileIsNotJumped(t *testing.T) {
+// leaderWithLongLease is a leader (applier paused, buffered appends) whose
+// lease a is applied and whose lease y is created, then pairs leases
+// created and deleted, then y deleted and b created (which syncs y's
+// delete); nothing after a is applied.
+func leaderWithLongLease(t *testing.T, pairs int) (*Backend, *PoolStore) {
+	t.Helper()
 	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
 	b.j.paused.Store(true)
 	b.j.noDirect = true
@@ -340,7 +339,7 @@ func TestJournalLagCaughtUpFromTheFileIsNotJumped(t *testing.T) {
 		func() error { return b.applyHeld(ctx) },
 		func() error { return ps.CreateLease(ctx, rec("y")) },
 	)
-	for i := range maxApply/2 + 76 { // the lag spans two skips, over maxApply records
+	for i := range pairs {
 		id := fmt.Sprintf("p%04d", i)
 		run(t,
 			func() error { return ps.CreateLease(ctx, rec(id)) },
@@ -349,9 +348,22 @@ func TestJournalLagCaughtUpFromTheFileIsNotJumped(t *testing.T) {
 	}
 	run(t,
 		func() error { return ps.DeleteLease(ctx, "y") },
-		func() error { return ps.CreateLease(ctx, rec("b")) }, // syncs y's delete
-		func() error { return ps.DeleteLease(ctx, "b") },
+		func() error { return ps.CreateLease(ctx, rec("b")) },
 	)
+	return b, ps
+}
+
+// A lag of skipped applies longer than one transaction, caught up from
+// the segment file (an idle tick's apply finds SQLite's offset behind)
+// and interrupted by new records: the file path writes the creates the
+// look-ahead left out, so the lag and the marks end there, and the
+// records after are applied, not jumped over (a review found the jump:
+// a released lease came back as a row nothing after the offset deletes).
+func TestJournalLagCaughtUpFromTheFileIsNotJumped(t *testing.T) {
+	// The lag spans two skips, over maxApply records.
+	b, ps := leaderWithLongLease(t, maxApply/2+76)
+	ctx := context.Background()
+	run(t, func() error { return ps.DeleteLease(ctx, "b") })
 	before := appliedOffset(t, b)
 	for range 3 { // the hold, then two skips
 		if err := b.applyHeld(ctx); err != nil {
@@ -433,30 +445,13 @@ func TestJournalDrainRecordsTheLag(t *testing.T) {
 // creates the marks stand for, so the marks are taken back and the
 // deletes they would have elided are written.
 func TestJournalMarksEndWhenTheFileIsReadBack(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
-	b.j.noDirect = true
-	ctx := context.Background()
-	run(t,
-		func() error { return ps.CreateLease(ctx, rec("a")) },
-		func() error { return b.applyHeld(ctx) },
-		func() error { return b.applyHeld(ctx) },
-		func() error { return ps.CreateLease(ctx, rec("y")) },
-	)
 	// y's delete comes more than two transactions' worth of records
 	// after its create.
-	for i := range maxApply + 52 {
-		id := fmt.Sprintf("p%04d", i)
-		run(t,
-			func() error { return ps.CreateLease(ctx, rec(id)) },
-			func() error { return ps.DeleteLease(ctx, id) },
-		)
-	}
+	b, _ := leaderWithLongLease(t, maxApply+52)
+	ctx := context.Background()
 	run(t,
-		func() error { return ps.DeleteLease(ctx, "y") },
-		func() error { return ps.CreateLease(ctx, rec("b")) }, // syncs y's delete
-		func() error { return b.applyHeld(ctx) },              // the hold
-		func() error { return b.applyHeld(ctx) },              // skips maxApply records, marks y's delete
+		func() error { return b.applyHeld(ctx) }, // the hold
+		func() error { return b.applyHeld(ctx) }, // skips maxApply records, marks y's delete
 	)
 	if created, found := pendingCreated(b, kindDeleteLease, "y"); !found || !created {
 		t.Fatalf("y's delete: pending %v, marked %v; want both", found, created)
