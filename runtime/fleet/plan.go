@@ -143,7 +143,8 @@ type Plan struct {
 	// spot interruption, a VM terminated out of band).
 	Vanished int
 	// Attach maps a launch ID to the instances the cloud reports with its
-	// tag (an intent left by a leader that died mid-launch).
+	// tag (an intent left by a leader that died mid-launch), once it
+	// reports all of them or the intent is boot_timeout old.
 	Attach map[string][]string
 	// Offered are the instances of launches that have offered themselves
 	// since: their claims are confirmed. OfferedAfter is how long each took.
@@ -208,7 +209,12 @@ func Decide(cfg Config, in Input) Plan {
 		if !l.Done {
 			ids = slices.Clone(byLaunch[l.ID])
 			slices.Sort(ids)
-			if len(ids) > 0 {
+			// Attached once the cloud lists every VM asked for, or at
+			// boot_timeout whatever it lists: a fleet's VMs may be listed
+			// one by one while the dead leader's call still runs, so a
+			// partial list is not the call's answer (the VMs not yet
+			// listed stay pending, and nothing is launched for them).
+			if len(ids) > 0 && (len(ids) >= l.Count || now.Sub(l.CreatedAt) >= cfg.BootTimeout) {
 				p.Attach[l.ID] = ids
 			}
 		}

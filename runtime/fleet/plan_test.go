@@ -81,11 +81,25 @@ func TestDecide(t *testing.T) {
 		want: fleet.Plan{Desired: 2, Idle: 1, Launch: 1, Withdraw: []fleet.Action{{ID: "a", Reason: fleet.ReasonThreshold}},
 			Retire: []fleet.Runner{{ID: "gone", State: fleet.RunnerIdle, Since: ago(time.Minute)}}, Vanished: 1},
 	}, {
-		name: "an unresolved intent counts as booting, and attaches what carries its tag",
+		name: "an unresolved intent counts as booting, and attaches nothing while the cloud lists part of it",
 		cfg:  base,
 		in: fleet.Input{Now: now, Launches: []fleet.Launch{{ID: "L1", Class: "c", CreatedAt: ago(time.Minute), Count: 2, Claims: []string{"k1", "k2"}}},
 			Instances: []fleet.Instance{{ID: "x", State: "pending", Class: "c", Launch: "L1", LaunchedAt: ago(time.Minute)}}},
-		want: fleet.Plan{Desired: 2, Booting: 2, Attach: map[string][]string{"L1": {"x"}}},
+		want: fleet.Plan{Desired: 2, Booting: 2},
+	}, {
+		name: "an unresolved intent attaches what carries its tag once the cloud lists all of it",
+		cfg:  base,
+		in: fleet.Input{Now: now, Launches: []fleet.Launch{{ID: "L1", Class: "c", CreatedAt: ago(time.Minute), Count: 2, Claims: []string{"k1", "k2"}}},
+			Instances: []fleet.Instance{{ID: "y", State: "pending", Class: "c", Launch: "L1", LaunchedAt: ago(time.Minute)}, {ID: "x", State: "pending", Class: "c", Launch: "L1", LaunchedAt: ago(time.Minute)}}},
+		want: fleet.Plan{Desired: 2, Booting: 2, Attach: map[string][]string{"L1": {"x", "y"}}},
+	}, {
+		name: "at boot_timeout an intent attaches the part the cloud lists and gives back the other claims",
+		cfg:  base,
+		in: fleet.Input{Now: now, Runners: []fleet.Runner{{ID: "x", State: fleet.RunnerIdle, Since: ago(time.Minute)}},
+			Launches:  []fleet.Launch{{ID: "L1", Class: "c", CreatedAt: ago(6 * time.Minute), Count: 2, Claims: []string{"k1", "k2"}}},
+			Instances: []fleet.Instance{{ID: "x", State: "running", Class: "c", Launch: "L1", LaunchedAt: ago(6 * time.Minute)}}},
+		want: fleet.Plan{Desired: 2, Idle: 1, Launch: 1, Attach: map[string][]string{"L1": {"x"}}, Offered: []string{"x"}, OfferedAfter: []time.Duration{5 * time.Minute},
+			Release: []string{"k2"}, Finished: []string{"L1"}},
 	}, {
 		name: "an intent that never resolved within boot_timeout gives its claims back",
 		cfg:  base,

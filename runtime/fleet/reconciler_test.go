@@ -126,3 +126,39 @@ func TestNoLaunchWithoutIntentOrList(t *testing.T) {
 		t.Error("status does not say the cloud could not be listed")
 	}
 }
+
+// A successor that finds a dead leader's launch intent while the cloud
+// lists only part of its VMs (EC2 lists a fleet's VMs as it starts them)
+// launches nothing for the rest and keeps their claims; once the cloud
+// lists all of them, the intent is resolved with every one.
+func TestPartlyListedLaunchIsNotResolvedEarly(t *testing.T) {
+	now := monday
+	vm := func(id string) fleet.Instance {
+		return fleet.Instance{ID: id, State: fleet.InstancePending, Class: "c", Launch: "L1", LaunchedAt: now}
+	}
+	cloud, ceiling := &scriptCloud{instances: []fleet.Instance{vm("i-a")}}, &countingCeiling{}
+	intents := &simIntents{m: map[string]fleet.Launch{"L1": {ID: "L1", Class: "c", CreatedAt: now, Count: 2, Claims: []string{"k1", "k2"}}}}
+	r := newReconciler(t, cloud, intents, ceiling, func() time.Time { return now })
+	ctx := context.Background()
+	for range 3 {
+		if err := r.Pass(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Second)
+	}
+	ls, _ := intents.Launches(ctx)
+	if cloud.launches != 0 || ceiling.released != 0 || len(ls) != 1 || ls[0].Done {
+		t.Fatalf("one of two VMs listed: %d launch calls, %d claims released, intents %+v; want nothing launched or released, the intent open", cloud.launches, ceiling.released, ls)
+	}
+	cloud.instances = append(cloud.instances, vm("i-b"))
+	if err := r.Pass(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	ls, _ = intents.Launches(ctx)
+	if cloud.launches != 0 || ceiling.released != 0 || len(ls) != 1 || !ls[0].Done || !slices.Equal(ls[0].Instances, []string{"i-a", "i-b"}) {
+		t.Fatalf("both listed: %d launch calls, %d claims released, intents %+v; want the intent resolved with both", cloud.launches, ceiling.released, ls)
+	}
+	if st, _ := r.Status(); st[0].Booting != 2 {
+		t.Fatalf("status %+v; want 2 booting", st[0])
+	}
+}
