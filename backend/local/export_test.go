@@ -15,12 +15,12 @@ const JournalHeader = headerSize
 // journal's records stay unapplied (and lazy deletes unsynced).
 func PauseApplier(b *Backend) { b.j.paused.Store(true) }
 
-// SetSegmentSize sets the journal segments' preallocation until the test
-// ends.
+// SetSegmentSize sets the journal segments' preallocation (the first
+// segment's and the smallest) until the test ends.
 func SetSegmentSize(t *testing.T, n int64) {
-	old := segmentSize
-	segmentSize = n
-	t.Cleanup(func() { segmentSize = old })
+	old, oldFirst := segmentSize, firstSegmentSize
+	segmentSize, firstSegmentSize = n, n
+	t.Cleanup(func() { segmentSize, firstSegmentSize = old, oldFirst })
 }
 
 // ApplyJournal runs the applier's work n times on the caller's goroutine.

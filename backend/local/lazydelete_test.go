@@ -344,8 +344,8 @@ func TestPrepareJournal(t *testing.T) {
 			t.Fatal(err)
 		}
 		fi, err := os.Stat(name)
-		if err != nil || fi.Size() != segmentSize {
-			t.Fatalf("after PrepareJournal: %v, %v; want the segment preallocated (%d bytes)", fi, err, segmentSize)
+		if err != nil || fi.Size() != firstSegmentSize {
+			t.Fatalf("after PrepareJournal: %v, %v; want the segment preallocated (%d bytes)", fi, err, firstSegmentSize)
 		}
 		if JournalEnd(b) != headerSize {
 			t.Fatalf("journal end %d; want %d (no record)", JournalEnd(b), headerSize)

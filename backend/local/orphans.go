@@ -16,7 +16,7 @@ import (
 // prepareSpare) and the process stopped before the writer took it, so no
 // row of journals names it; or a crash came between the transaction that
 // marked a segment folded and the removal of its file. Each is up to one
-// segment's preallocation (8 MiB) per crash, so removeOrphans looks for
+// segment's preallocation (8 to 64 MiB) per crash, so removeOrphans looks for
 // them: at open and then every orphanCheck, on the applier goroutine.
 //
 // A file with no row is removed only when its epoch is below the stack's
