@@ -45,6 +45,15 @@ func leaseRows(t *testing.T, b *Backend) string {
 	return column(t, b, `SELECT lease_id FROM pool_leases WHERE stack = ? ORDER BY lease_id`)
 }
 
+// pausedLeader is a leader of a new database whose applier is paused: the
+// test applies when it says so.
+func pausedLeader(t *testing.T) (*Backend, *PoolStore) {
+	t.Helper()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	b.j.paused.Store(true)
+	return b, ps
+}
+
 func run(t *testing.T, ops ...func() error) {
 	t.Helper()
 	for i, op := range ops {
@@ -58,8 +67,7 @@ func run(t *testing.T, ops ...func() error) {
 // written to SQLite at all; a delete whose lease was created before the
 // batch, or written by PutLease only (a restored lease's heartbeat), is.
 func TestJournalElidesALeaseCreatedAndDeletedInOneApply(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	run(t,
 		func() error { return ps.PutLease(ctx, rec("old")) },
@@ -102,8 +110,7 @@ func TestJournalElidesALeaseCreatedAndDeletedInOneApply(t *testing.T) {
 // A batch split by maxApply: the create in one apply, the delete in the
 // next, which deletes the row.
 func TestJournalElisionAcrossApplies(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	for i := range maxApply - 1 {
 		if err := ps.PutLease(ctx, rec(fmt.Sprintf("f%03d", i))); err != nil {
@@ -225,8 +232,7 @@ func TestJournalApplierCatchesUpUnattended(t *testing.T) {
 // array of rows: every field round-trips, and a lease whose strings a JSON
 // string would not carry as they are is written by a statement of its own.
 func TestJournalBatchedLeasePutsRoundTrip(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	odd := []string{`q"uote`, `back\slash`, "ü€😀", "sep\u2028x", "ctl\x01", "nul\x00x", "bad\xffutf8", "del\x7f", "", "[1,2]", `{"a":1}`, "123", "-0", " lead"}
 	var want []pools.LeaseRecord

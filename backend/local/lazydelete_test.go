@@ -99,8 +99,7 @@ func TestJournalDeleteOnlyBatchIsNotSynced(t *testing.T) {
 // move) but is durable at once: nothing is left for a lazy flush, and no
 // delete lies in the disk's cache behind a later grant.
 func TestJournalDirectDeletesAreDurable(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	if err := ps.PutLease(ctx, rec("l1")); err != nil {
 		t.Fatal(err)

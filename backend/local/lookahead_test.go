@@ -118,8 +118,7 @@ func TestJournalLookAheadLeavesOutALeaseDeletedLater(t *testing.T) {
 // never deleted, is written; one whose last record in the look-ahead is a
 // put after its delete (a restore's put of the same ID) is written too.
 func TestJournalLookAheadWritesLeasesNotDeleted(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	run(t,
 		func() error { return ps.CreateLease(ctx, rec("hb")) },
@@ -329,8 +328,7 @@ func TestJournalApplyWithNothingToWriteSkipsTheTransaction(t *testing.T) {
 // delete); nothing after a is applied.
 func leaderWithLongLease(t *testing.T, pairs int) (*Backend, *PoolStore) {
 	t.Helper()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	b.j.noDirect = true
 	ctx := context.Background()
 	run(t,
@@ -406,8 +404,7 @@ func TestJournalLagCaughtUpFromTheFileIsNotJumped(t *testing.T) {
 // A drain (an unfenced write, Close) records a standing lag: afterwards
 // SQLite's offset is the journal's end.
 func TestJournalDrainRecordsTheLag(t *testing.T) {
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeader(t)
 	ctx := context.Background()
 	run(t,
 		func() error { return ps.CreateLease(ctx, rec("a")) },
