@@ -49,7 +49,14 @@ func leaseRows(t *testing.T, b *Backend) string {
 // test applies when it says so.
 func pausedLeader(t *testing.T) (*Backend, *PoolStore) {
 	t.Helper()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(t.TempDir(), "c.db"), nil)
+	return pausedLeaderIn(t, t.TempDir())
+}
+
+// pausedLeaderIn is pausedLeader with its database (c.db) in dir, for a
+// test that copies the files (a crash image).
+func pausedLeaderIn(t *testing.T, dir string) (*Backend, *PoolStore) {
+	t.Helper()
+	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
 	b.j.paused.Store(true)
 	return b, ps
 }
@@ -139,8 +146,7 @@ func TestJournalElisionAcrossApplies(t *testing.T) {
 // crash the records are applied from the segment, every delete written.
 func TestJournalElisionNotReadBackFromASegment(t *testing.T) {
 	dir := t.TempDir()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeaderIn(t, dir)
 	ctx := context.Background()
 	run(t,
 		// The row the file's delete must remove (planted as above; an

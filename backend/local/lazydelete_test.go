@@ -151,8 +151,7 @@ func TestJournalLazyDeletesAreFlushed(t *testing.T) {
 // after a lazy delete and a later grant: both are read back.
 func TestJournalLazyDeleteBeforeAGrantSurvivesACrash(t *testing.T) {
 	dir := t.TempDir()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeaderIn(t, dir)
 	ctx := context.Background()
 	for _, op := range []func() error{
 		func() error { return ps.PutLease(ctx, rec("x")) },

@@ -63,8 +63,7 @@ func checkCrashImage(t *testing.T, b *Backend, dir string, want ...string) {
 // applied offset) and a crash image both see it deleted.
 func TestJournalLookAheadLeavesOutALeaseDeletedLater(t *testing.T) {
 	dir := t.TempDir()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeaderIn(t, dir)
 	ctx := context.Background()
 	run(t,
 		func() error { return ps.CreateLease(ctx, rec("brief")) },
@@ -276,8 +275,7 @@ func appliedOffset(t *testing.T, b *Backend) int64 {
 // them with its own records.
 func TestJournalApplyWithNothingToWriteSkipsTheTransaction(t *testing.T) {
 	dir := t.TempDir()
-	b, ps, _, _ := lazyLeader(t, filepath.Join(dir, "c.db"), nil)
-	b.j.paused.Store(true)
+	b, ps := pausedLeaderIn(t, dir)
 	ctx := context.Background()
 	run(t,
 		func() error { return ps.CreateLease(ctx, rec("a")) },
