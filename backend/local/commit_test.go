@@ -52,7 +52,12 @@ func rec(id string) pools.LeaseRecord {
 		GrantedAt: time.Unix(100, 0), ExpiresAt: time.Unix(160, 0), TTL: time.Minute}
 }
 
-func leaseIDs(t *testing.T, b *Backend) []string {
+// leaseIDs returns the IDs of the lease records a reader sees (LoadLeases);
+// t is a *testing.T or a rapid.T.
+func leaseIDs(t interface {
+	Helper()
+	Fatal(...any)
+}, b *Backend) []string {
 	t.Helper()
 	recs, err := b.PoolStore().LoadLeases(context.Background())
 	if err != nil {

@@ -207,15 +207,7 @@ func TestJournalLookAheadMatchesModel(t *testing.T) {
 					rt.Fatal(err)
 				}
 			}
-			recs, err := b.PoolStore().LoadLeases(ctx)
-			if err != nil {
-				rt.Fatal(err)
-			}
-			var got []string
-			for _, r := range recs {
-				got = append(got, r.LeaseID)
-			}
-			if want := live(); !slices.Equal(got, want) {
+			if got, want := leaseIDs(rt, b), live(); !slices.Equal(got, want) {
 				rt.Fatalf("a reader sees %v; the model %v", got, want)
 			}
 		}
