@@ -32,6 +32,18 @@ func BenchmarkAcquireReleaseHTTP(b *testing.B) {
 	benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`))
 }
 
+// BenchmarkAcquireReleaseHTTPEarly is BenchmarkAcquireReleaseHTTP with the
+// answers of grants sent by the grant journal's writer (early, the
+// default) and by their requests' goroutines (late), alternated in one
+// run.
+func BenchmarkAcquireReleaseHTTPEarly(b *testing.B) {
+	for _, late := range []bool{false, true} {
+		b.Run(map[bool]string{false: "early", true: "late"}[late], func(b *testing.B) {
+			benchPairs(b, startDaemon(b, `pool "load" { slots = 64 }`, func(o *Options) { o.LateAnswers = late }))
+		})
+	}
+}
+
 // BenchmarkAcquireReleaseHTTPDynamoDB is BenchmarkAcquireReleaseHTTP on
 // the aws backend against the emulators (dynalite for the lease items).
 func BenchmarkAcquireReleaseHTTPDynamoDB(b *testing.B) {

@@ -37,7 +37,7 @@ const (
 // over TLS (HTTP/2, client certificates).
 func (d *Daemon) newAPIServer(baseCtx context.Context) (apiServer, net.Listener) {
 	if d.tls == nil {
-		return &h1.Server{
+		s := &h1.Server{
 			Handler:           d.handler,
 			ReadHeaderTimeout: readHeaderTimeout,
 			IdleTimeout:       idleTimeout,
@@ -46,7 +46,10 @@ func (d *Daemon) newAPIServer(baseCtx context.Context) (apiServer, net.Listener)
 			BaseContext:       baseCtx,
 			ErrorBody:         httpapi.ServerErrorBody,
 			Logger:            d.log,
-		}, d.ln
+			NoEarlyAnswers:    d.opts.LateAnswers,
+		}
+		d.plain.Store(s)
+		return s, d.ln
 	}
 	s := httpapi.NewTrackedServer(&http.Server{
 		Handler:           d.handler,

@@ -24,6 +24,7 @@ import (
 	"github.com/rpdhq/rpd/daemon/arbiter"
 	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/gcfloor"
+	"github.com/rpdhq/rpd/daemon/internal/h1"
 	"github.com/rpdhq/rpd/daemon/internal/leader"
 	"github.com/rpdhq/rpd/daemon/internal/security"
 	"github.com/rpdhq/rpd/daemon/inventory"
@@ -124,6 +125,11 @@ type Options struct {
 	// CAFile (RPD_CA_FILE) verifies the leader a standby forwards to over
 	// https; it overrides the tls block's ca_file and client_ca_file.
 	CAFile string
+	// LateAnswers turns off answers sent early: a grant's answer is then
+	// written by its request's goroutine once woken, instead of by the
+	// grant journal's writer the moment the grant is durable (package
+	// internal/answer). For same-run comparisons.
+	LateAnswers bool
 	// Stdout receives the audit log when audit_log is "-" (default
 	// os.Stdout).
 	Stdout io.Writer
@@ -140,6 +146,8 @@ type Daemon struct {
 	inv     *inventory.Inventory
 	ec2     *ec2Opener
 	metrics *metrics
+	// plain is the API's server over plain connections, once it runs.
+	plain atomic.Pointer[h1.Server]
 	// elector holds or contends for the stack's leader lease; forward
 	// sends a standby's pools, budgets and ceilings requests to the leader.
 	elector *leader.Elector

@@ -61,12 +61,20 @@ func newMetrics(d *Daemon) *metrics {
 			}
 			return b2f(d.Status().ConfigMatchesLeader)
 		})
+	early := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "rpd_http_answers_sent_early_total", Help: "Grant answers sent by the grant journal's writer the moment the grant was durable, instead of by the request's goroutine once woken (plain HTTP, local backend)."},
+		func() float64 {
+			if s := d.plain.Load(); s != nil {
+				return float64(s.EarlyAnswers())
+			}
+			return 0
+		})
 	bv := buildVersion()
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "rpd_build_info", Help: "Always 1; the labels name the rpd build this daemon runs (several values across replicas: a rolling update is under way, or stuck).",
 		ConstLabels: prometheus.Labels{"version": bv.Version, "revision": bv.Revision, "goversion": bv.GoVersion}})
 	build.Set(1)
-	m.reg.MustRegister(leader, epoch, changes, matches, build)
+	m.reg.MustRegister(leader, epoch, changes, matches, early, build)
 	m.reg.MustRegister(m.lastOK, m.lastSuccessTS, m.reloads, m.version,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/backend/internal/groupcommit"
+	"github.com/rpdhq/rpd/internal/answer"
 )
 
 // Grant records (pool leases and the daemon's other grants: puts, which are
@@ -61,6 +62,9 @@ type recordWrite struct {
 	// then, for a write queued without waiting (QueueDeleteLease), gets
 	// its outcome on the writer goroutine.
 	then func(error)
+	// early is the answer of the request whose grant this is, sent by the
+	// writer once the record is durable and counted (package answer).
+	early *answer.Early
 }
 
 type recordOp = groupcommit.Op[recordWrite]
@@ -93,10 +97,25 @@ func (b *Backend) finishQueued(w recordWrite, err error) {
 // writeJournaled queues one fenced write for the grant journal and waits
 // for its outcome.
 func (b *Backend) writeJournaled(ctx context.Context, verb string, epoch int64, r jrec) error {
+	return b.writeJournaledAnswer(ctx, verb, epoch, r, nil)
+}
+
+// writeJournaledAnswer is writeJournaled for a write that carries the
+// answer of its request (package answer): the writer sends it as soon as
+// the record is durable and counted. When ctx ends first, the answer is
+// cancelled, unless it went out already: then the write succeeded, and
+// so it is reported, so that no client holds a grant its caller rolls
+// back.
+func (b *Backend) writeJournaledAnswer(ctx context.Context, verb string, epoch int64, r jrec, early *answer.Early) error {
 	if epoch == 0 {
+		early.Cancel()
 		return fmt.Errorf("%s %s of stack %s: a journaled write needs a leader epoch", verb, r.id, b.stack)
 	}
-	return b.recordErr(verb, r.id, b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r}))
+	err := b.records.Do(ctx, recordWrite{verb: verb, id: r.id, epoch: epoch, rec: r, early: early})
+	if err != nil && !early.Cancel() {
+		err = nil
+	}
+	return b.recordErr(verb, r.id, err)
 }
 
 // writeAll queues ws (one verb, "delete pool lease" or "delete grant")
@@ -157,6 +176,7 @@ func (b *Backend) deleteAll(ctx context.Context, verb string, ids []string, w fu
 // fenced writes of one epoch go to the grant journal, unfenced ones to
 // SQLite, in arrival order.
 func (b *Backend) commitRecords(batch []*recordOp) {
+	defer sendAnswers(batch)
 	for len(batch) > 0 {
 		n := 1
 		for n < len(batch) && batch[n].W.epoch == batch[0].W.epoch {
@@ -179,6 +199,16 @@ func (b *Backend) commitRecords(batch []*recordOp) {
 			b.commitSQLite(batch[:n])
 		}
 		batch = batch[n:]
+	}
+}
+
+// sendAnswers sends the answers the writes of batch carry whose records
+// are durable and counted (op.Err nil), before their callers are woken.
+func sendAnswers(batch []*recordOp) {
+	for _, op := range batch {
+		if op.W.early != nil && op.Err == nil {
+			op.W.early.Send()
+		}
 	}
 }
 

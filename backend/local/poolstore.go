@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rpdhq/rpd/internal/answer"
 	"github.com/rpdhq/rpd/runtime/pools"
 )
 
@@ -41,7 +42,7 @@ func (s *PoolStore) CreateLease(ctx context.Context, rec pools.LeaseRecord) erro
 	if rec.LeaseID == "" || s.epoch == 0 {
 		return s.PutLease(ctx, rec)
 	}
-	return s.b.writeJournaled(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec, created: true})
+	return s.b.writeJournaledAnswer(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec, created: true}, answer.Take(ctx))
 }
 
 // DeleteLease removes a record; a missing one is not an error. It is

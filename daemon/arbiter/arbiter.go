@@ -75,7 +75,7 @@ func New(opts Options) (*Arbiter, error) {
 	a.leaseStore = records.NewAsyncDeleteStore(opts.Leases, a.log)
 	a.grants = newGrants(opts.Grants, a.log)
 	a.permits = newPermitTable(opts.Clock, a.grants)
-	pm, err := pools.NewManager(pools.Options{Store: a.leaseStore, Logger: a.log.With("component", "pools")})
+	pm, err := pools.NewManager(pools.Options{Store: answeringLeases{a.leaseStore}, Logger: a.log.With("component", "pools")})
 	if err != nil {
 		a.leaseStore.Close()
 		a.grants.close()

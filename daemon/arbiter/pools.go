@@ -18,7 +18,9 @@ import (
 	"github.com/rpdhq/rpd/daemon/internal/component"
 	"github.com/rpdhq/rpd/daemon/internal/holders"
 	"github.com/rpdhq/rpd/daemon/internal/httpapi"
+	"github.com/rpdhq/rpd/daemon/internal/records"
 	"github.com/rpdhq/rpd/daemon/internal/security"
+	"github.com/rpdhq/rpd/internal/answer"
 	"github.com/rpdhq/rpd/reconcile"
 	"github.com/rpdhq/rpd/runtime/pools"
 	"github.com/rpdhq/rpd/spec"
@@ -384,6 +386,10 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 		return api.Lease{}, nil, err
 	}
 	pr.Owner = security.PrincipalOf(ctx).Owner()
+	if answer.Offered(ctx) {
+		// The lease store arms this answer (answeringLeases).
+		ctx = context.WithValue(ctx, leaseAnswerKey{}, struct{}{})
+	}
 	var latch string
 	if req.RequestID != "" {
 		if err := httpapi.CheckRequestID(req.RequestID); err != nil {
@@ -423,8 +429,10 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 	return poolLease(l), func() { _ = l.Release() }, nil
 }
 
-func poolLease(l *pools.Lease) api.Lease {
-	rec := l.Record()
+func poolLease(l *pools.Lease) api.Lease { return leaseAnswer(l.Record()) }
+
+// leaseAnswer is the answer of the acquire that granted rec.
+func leaseAnswer(rec pools.LeaseRecord) api.Lease {
 	return api.Lease{
 		LeaseID:    holders.ExternalLeaseID(rec.LeaseID),
 		Kind:       api.KindPool,
@@ -523,4 +531,21 @@ func (a *Arbiter) Pools() []api.PoolStatus { return a.comp.pools.list() }
 // Pool reports one pool with its holders.
 func (a *Arbiter) Pool(_ context.Context, name string) (api.PoolDetail, error) {
 	return a.comp.pools.get(name)
+}
+
+// leaseAnswerKey marks the context of an acquire whose answer is its new
+// lease (AcquireLease), offered to be sent early (package answer).
+type leaseAnswerKey struct{}
+
+// answeringLeases is the pools' store. Recording a lease granted to an
+// acquire marked with leaseAnswerKey, it arms the acquire's answer, which
+// the grant journal's writer sends the moment the record is durable,
+// before it wakes the request's goroutine.
+type answeringLeases struct{ *records.AsyncDeleteStore }
+
+func (s answeringLeases) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	if ctx.Value(leaseAnswerKey{}) != nil {
+		httpapi.ArmJSON(ctx, http.StatusOK, leaseAnswer(rec))
+	}
+	return s.AsyncDeleteStore.CreateLease(ctx, rec)
 }

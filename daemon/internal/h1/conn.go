@@ -11,7 +11,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/rpdhq/rpd/internal/answer"
 )
 
 // A connection's phase, for the reaper and CloseQuiet.
@@ -56,6 +59,19 @@ type conn struct {
 	peeked   []byte        // a byte the watch read (the next request's)
 	gone     bool          // the watch saw the client close or fail
 
+	// raw writes answers sent early (TryWrite); nil when nc has no
+	// file descriptor (then no answer is sent early).
+	raw   syscall.RawConn
+	offer *answer.Offer
+	// try is TryWrite's state, used by one writer at a time (the
+	// request's), with tryFD bound once: no allocation per answer.
+	try struct {
+		b   []byte
+		n   int
+		err error
+	}
+	tryFD func(fd uintptr) bool
+
 	hdr     []byte   // the request head being read
 	req     request  // the request under way
 	body    body     // its body's reader
@@ -69,7 +85,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if base == nil {
 		base = context.Background()
 	}
-	c.ctx, c.ctxCancel = context.WithCancel(context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr()))
+	base = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	if sc, ok := nc.(syscall.Conn); ok && !s.NoEarlyAnswers {
+		if raw, err := sc.SyscallConn(); err == nil {
+			c.raw, c.offer = raw, answer.NewOffer(c)
+			c.tryFD = c.tryWriteFD
+			base = answer.NewContext(base, c.offer)
+		}
+	}
+	c.ctx, c.ctxCancel = context.WithCancel(base)
 	c.br = bufio.NewReaderSize(c, 4096)
 	c.bw = bufio.NewWriterSize(writer{c}, 4096)
 	c.w.c = c
@@ -251,8 +275,18 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 	c.mu.Unlock()
 	w := &c.w
 	w.reset(r, req)
+	if c.offer != nil {
+		// An answer sent early comes before any later byte of the
+		// connection's: the client waits for it before its next request,
+		// and the server writes nothing until the handler returned.
+		c.offer.Reset(req.minor >= 1 && !req.close)
+	}
 	c.setPhase(phaseActive)
 	panicked := c.run(w, r)
+	early, rest, earlyErr := false, []byte(nil), error(nil)
+	if c.offer != nil {
+		early, rest, earlyErr = c.offer.Settle()
+	}
 	gone := c.stopWatch()
 	if panicked || gone {
 		return false
@@ -265,10 +299,85 @@ func (c *conn) serveRequest(req *request) (keep bool) {
 		keep = false
 	}
 	w.closeAfter = !keep
+	if early {
+		return c.finishEarly(w, rest, earlyErr) && keep
+	}
 	if err := w.finish(); err != nil {
 		return false
 	}
 	return !w.closeAfter
+}
+
+// finishEarly completes an answer sent early (package answer): writes
+// what the socket did not take then, and drops what the handler wrote,
+// which is the same answer. false: close the connection.
+func (c *conn) finishEarly(w *response, rest []byte, err error) bool {
+	if err != nil {
+		return false
+	}
+	if w.status != http.StatusOK || w.headSent {
+		// The write that sent it succeeded, so the handler answers
+		// 200: anything else is a bug, and the client already has an
+		// answer to this request.
+		c.s.logger().Error("a handler answered a request whose answer was sent early; closing the connection",
+			"remote", c.remote, "method", w.r.Method, "path", w.r.URL.Path, "status", w.status)
+		return false
+	}
+	if len(rest) > 0 {
+		c.bw.Write(rest)
+		if c.bw.Flush() != nil {
+			return false
+		}
+	}
+	c.s.earlyAnswers.Add(1)
+	return true
+}
+
+// Frame writes an answer as finish would (answer.Conn): the status line,
+// Content-Type, Content-Length and Date, and body.
+func (c *conn) Frame(dst []byte, status int, contentType string, body []byte) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = append(dst, statusLine(status)...)
+	dst = append(dst, "Content-Type: "...)
+	dst = append(dst, contentType...)
+	dst = append(dst, "\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(len(body)), 10)
+	dst = append(dst, "\r\n"...)
+	dst = append(dst, c.s.dateLine()...)
+	dst = append(dst, "\r\n"...)
+	return append(dst, body...)
+}
+
+// TryWrite writes what the socket takes of b now (answer.Conn), from the
+// goroutine that made the request's write durable.
+func (c *conn) TryWrite(b []byte) (n int, err error) {
+	t := &c.try
+	t.b, t.n, t.err = b, 0, nil
+	if rerr := c.raw.Write(c.tryFD); t.err == nil {
+		t.err = rerr
+	}
+	n, err = t.n, t.err
+	t.b, t.err = nil, nil
+	return n, err
+}
+
+// tryWriteFD is TryWrite's write to the descriptor: what the socket takes.
+func (c *conn) tryWriteFD(fd uintptr) bool {
+	t := &c.try
+	for t.n < len(t.b) {
+		m, e := syscall.Write(int(fd), t.b[t.n:])
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != nil {
+			if e != syscall.EAGAIN {
+				t.err = e
+			}
+			break
+		}
+		t.n += m
+	}
+	return true // never wait for the socket
 }
 
 // run calls the handler, recovering a panic as net/http does: logged

@@ -83,7 +83,8 @@ func (w *response) Write(p []byte) (int, error) {
 		return 0, http.ErrContentLength
 	}
 	w.written += int64(len(p))
-	if w.q.method == http.MethodHead {
+	if w.q.method == http.MethodHead || w.c.offer.Sent() {
+		// An answer sent early is the handler's: its bytes are dropped.
 		return len(p), nil
 	}
 	if !w.headSent {
@@ -103,7 +104,7 @@ func (w *response) Write(p []byte) (int, error) {
 
 // WriteString lets io.WriteString skip a copy.
 func (w *response) WriteString(s string) (int, error) {
-	if !w.headSent && w.wroteHeader && bodyAllowed(w.status) && w.declared < 0 && w.q.method != http.MethodHead && len(w.buf)+len(s) <= maxBuffered {
+	if !w.headSent && !w.c.offer.Sent() && w.wroteHeader && bodyAllowed(w.status) && w.declared < 0 && w.q.method != http.MethodHead && len(w.buf)+len(s) <= maxBuffered {
 		w.written += int64(len(s))
 		w.buf = append(w.buf, s...)
 		return len(s), nil
@@ -116,6 +117,9 @@ func (w *response) Flush() {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
+	if w.c.offer.Sent() {
+		return
+	}
 	if !w.headSent && w.startStream() != nil {
 		return
 	}
@@ -126,6 +130,9 @@ func (w *response) Flush() {
 func (w *response) FlushError() error {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.c.offer.Sent() {
+		return nil
 	}
 	if !w.headSent {
 		if err := w.startStream(); err != nil {

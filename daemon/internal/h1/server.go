@@ -37,6 +37,10 @@ type Server struct {
 	ErrorBody func(status int, text string) (contentType string, body []byte)
 	// Logger receives handler panics and accept errors; nil discards.
 	Logger *slog.Logger
+	// NoEarlyAnswers turns off answers sent early (package answer): by
+	// default a request on a connection with a file descriptor (TCP,
+	// Unix) offers its answer to the store that makes its write durable.
+	NoEarlyAnswers bool
 
 	mu       sync.Mutex
 	lns      map[net.Listener]struct{}
@@ -44,9 +48,10 @@ type Server struct {
 	reaping  bool
 	stopReap chan struct{}
 
-	inShutdown  atomic.Bool
-	noKeepAlive atomic.Bool
-	date        atomic.Pointer[dateLine]
+	earlyAnswers atomic.Uint64
+	inShutdown   atomic.Bool
+	noKeepAlive  atomic.Bool
+	date         atomic.Pointer[dateLine]
 	// clock is the reaper's time (unix ns), to reapEvery: what a phase's
 	// start needs, without a clock read per request.
 	clock atomic.Int64
@@ -255,6 +260,10 @@ func (s *Server) tick(now time.Time) {
 
 // now is the reaper's clock.
 func (s *Server) now() int64 { return s.clock.Load() }
+
+// EarlyAnswers returns how many answers were sent early (package answer)
+// and completed.
+func (s *Server) EarlyAnswers() uint64 { return s.earlyAnswers.Load() }
 
 // dateLine is the Date header line of one second, "Date: ...\r\n".
 type dateLine struct {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/internal/answer"
 )
 
 // WriteJSON writes v with status. It returns the write error, so a handler
@@ -39,6 +41,25 @@ func WriteJSON(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err = w.Write(buf.Bytes())
 	return err
+}
+
+// ArmJSON arms the answer WriteJSON would write for v as ctx's request's
+// answer sent early (package answer): once a store makes the request's
+// write durable, its writer sends it. The handler still answers with
+// WriteJSON (the server drops that answer when this one went out).
+func ArmJSON(ctx context.Context, status int, v JSONAppender) {
+	if !answer.Offered(ctx) {
+		return
+	}
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer PutBuf(&answerBufs, buf)
+	buf.Reset()
+	b, err := v.AppendJSON(buf.AvailableBuffer())
+	if err != nil {
+		return // WriteJSON answers the error
+	}
+	buf.Write(append(b, '\n')) // grown, the pooled buffer holds the next one
+	answer.Arm(ctx, status, jsonContentType[0], buf.Bytes())
 }
 
 // JSONAppender is an answer with a hand-kept encoder that writes what

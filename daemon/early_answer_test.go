@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rpdhq/rpd/api"
+)
+
+// rawAcquire sends an acquire on a new plain connection and returns the
+// answer's head (lines, Date dropped) and its lease; then it checks the
+// connection still serves (a release on it answers 204).
+func rawAcquire(t *testing.T, td *testDaemon, taskID string) ([]string, api.Lease) {
+	t.Helper()
+	c, err := net.Dial("tcp", td.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	body := fmt.Sprintf(`{"task_id":%q}`, taskID)
+	fmt.Fprintf(c, "POST /v1/pools/db/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	br := bufio.NewReader(c)
+	var head []string
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading the answer's head: %v (so far %q)", err, head)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" {
+			break
+		}
+		if !strings.HasPrefix(line, "Date: ") {
+			head = append(head, line)
+		}
+	}
+	n := -1
+	for _, h := range head {
+		if v, ok := strings.CutPrefix(h, "Content-Length: "); ok {
+			n, _ = strconv.Atoi(v)
+		}
+	}
+	b := make([]byte, max(n, 0))
+	if _, err := io.ReadFull(br, b); err != nil || n < 1 || b[n-1] != '\n' {
+		t.Fatalf("body of %d bytes: %q, %v (WriteJSON ends it with a newline)", n, b, err)
+	}
+	var l api.Lease
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c, "DELETE /v1/leases/%s HTTP/1.1\r\nHost: x\r\n\r\n", l.LeaseID)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("release on the same connection: %v, %v", resp, err)
+	}
+	return head, l
+}
+
+// A grant's answer is sent by the grant journal's writer, and it is the
+// answer the request's goroutine writes with LateAnswers (the same
+// header lines, the same lease), on a connection that goes on serving.
+func TestGrantAnswersSentEarlyAreTheLateOnes(t *testing.T) {
+	const body = "pool \"db\" {\n  slots = 2\n}\n"
+	early := startDaemon(t, body)
+	late := startDaemon(t, body, func(o *Options) { o.LateAnswers = true })
+	eh, el := rawAcquire(t, early, "job-1")
+	lh, ll := rawAcquire(t, late, "job-1")
+	if got := early.d.plain.Load().EarlyAnswers(); got != 1 {
+		t.Fatalf("early answers %d, want 1", got)
+	}
+	if got := late.d.plain.Load().EarlyAnswers(); got != 0 {
+		t.Fatalf("early answers with LateAnswers: %d", got)
+	}
+	// The late head's lines come in the map's order.
+	slices.Sort(eh[1:])
+	slices.Sort(lh[1:])
+	if strings.Join(eh, "\n") != strings.Join(lh, "\n") {
+		t.Fatalf("head sent early:\n%s\nwritten late:\n%s", strings.Join(eh, "\n"), strings.Join(lh, "\n"))
+	}
+	el.LeaseID, ll.LeaseID, el.ExpiresAt = "", "", ll.ExpiresAt
+	if el != ll {
+		t.Fatalf("lease sent early %+v, written late %+v", el, ll)
+	}
+	// Through the Go client too; the grant is counted, and released.
+	l, err := early.c.Acquire(context.Background(), "db", api.AcquireRequest{TaskID: "job-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := early.c.Pool(context.Background(), "db"); err != nil || st.Used != 1 {
+		t.Fatalf("pool after the grant answered early: %+v, %v", st, err)
+	}
+	if err := early.c.Release(context.Background(), l.LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if got := early.d.plain.Load().EarlyAnswers(); got != 2 {
+		t.Fatalf("early answers %d, want 2", got)
+	}
+}
