@@ -36,9 +36,12 @@ var (
 // internal/open is the composition root of the backends; the daemon wires
 // everything below it; cmd/rpd sits on top.
 var rules = map[string]rule{
-	"api":                          {rpd: []string{"internal/ascii"}},
-	"client":                       {rpd: []string{"api", "internal/ascii"}},
-	"internal/ascii":               {},
+	"api":            {rpd: []string{"internal/ascii"}},
+	"client":         {rpd: []string{"api", "internal/ascii"}},
+	"internal/ascii": {},
+	// An answer sent the moment a write is durable: a leaf the server
+	// offers, the arbiter arms and a backend's writer sends.
+	"internal/answer":              {},
 	"runtime/fatjob":               {},
 	"runtime/fleet":                {},
 	"runtime/ledger":               {},
@@ -47,7 +50,7 @@ var rules = map[string]rule{
 	"backend":                      {},
 	"backend/internal/groupcommit": {},
 	"backend/internal/awsconfig":   {ext: awsSDK},
-	"backend/local":                {rpd: []string{"backend", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: []string{"golang.org/x/sys/unix", "modernc.org/sqlite"}},
+	"backend/local":                {rpd: []string{"backend", "backend/internal/groupcommit", "internal/answer", "runtime/pickup", "runtime/pools"}, ext: []string{"golang.org/x/sys/unix", "modernc.org/sqlite"}},
 	"backend/aws":                  {rpd: []string{"backend", "backend/internal/awsconfig", "backend/internal/groupcommit", "runtime/pickup", "runtime/pools"}, ext: awsSDK},
 	"backend/faulty":               {rpd: []string{"backend", "runtime/pickup"}},
 	"backend/ec2":                  {rpd: []string{"backend/internal/awsconfig", "runtime/fleet", "runtime/ledger"}, ext: awsSDK},
@@ -66,18 +69,18 @@ var rules = map[string]rule{
 	"internal/buildinfo":           {},
 	"internal/layers":              {},
 	"daemon/statuspage":            {},
-	"daemon/internal/httpapi":      {rpd: []string{"api", "backend", "runtime/fatjob", "runtime/ledger", "runtime/pools"}},
+	"daemon/internal/httpapi":      {rpd: []string{"api", "backend", "internal/answer", "runtime/fatjob", "runtime/ledger", "runtime/pools"}},
 	"daemon/internal/component":    {rpd: []string{"api", "reconcile", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	"daemon/internal/holders":      {rpd: []string{"api", "daemon/internal/httpapi", "runtime/ledger", "runtime/pools"}},
 	"daemon/internal/records":      {rpd: []string{"runtime/pools"}},
-	"daemon/internal/h1":           {},
+	"daemon/internal/h1":           {rpd: []string{"internal/answer"}},
 	"daemon/internal/gcfloor":      {},
 	"daemon/internal/leader":       {rpd: []string{"backend", "daemon/internal/httpapi", "runtime/pools"}},
 	"daemon/internal/security":     {rpd: []string{"api", "daemon/internal/httpapi", "daemon/statuspage", "spec"}, ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The arbiter: the grant kinds, their records and the one grant
 	// pipeline, on the runtime components; the HTTP edge (package daemon)
 	// asks it, never the other way round.
-	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/component", "daemon/internal/holders", "daemon/internal/httpapi", "daemon/internal/records", "daemon/internal/security", "reconcile", "spec"}, runtimeOf...),
+	"daemon/arbiter": {rpd: append([]string{"api", "backend", "backend/ec2", "internal/open", "daemon/internal/component", "daemon/internal/holders", "daemon/internal/httpapi", "daemon/internal/records", "daemon/internal/security", "internal/answer", "reconcile", "spec"}, runtimeOf...),
 		ext: append(hcl, "github.com/prometheus/client_golang/")},
 	// The runner inventory: classes and the fleet, whose VMs are claims
 	// on the arbiter's ceilings.
