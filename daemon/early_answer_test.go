@@ -95,18 +95,25 @@ func TestGrantAnswersSentEarlyAreTheLateOnes(t *testing.T) {
 	if el != ll {
 		t.Fatalf("lease sent early %+v, written late %+v", el, ll)
 	}
-	// Through the Go client too; the grant is counted, and released.
-	l, err := early.c.Acquire(context.Background(), "db", api.AcquireRequest{TaskID: "job-2"})
+	// Through the Go client too: the grant is counted, its heartbeat is
+	// answered early with the new expiry, and it is released.
+	ctx := context.Background()
+	l, err := early.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: "job-2", TTLSeconds: 60})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := early.c.Pool(context.Background(), "db"); err != nil || st.Used != 1 {
+	if st, err := early.c.Pool(ctx, "db"); err != nil || st.Used != 1 {
 		t.Fatalf("pool after the grant answered early: %+v, %v", st, err)
 	}
-	if err := early.c.Release(context.Background(), l.LeaseID); err != nil {
+	time.Sleep(20 * time.Millisecond)
+	hb, err := early.c.Heartbeat(ctx, l.LeaseID)
+	if err != nil || hb.LeaseID != l.LeaseID || !hb.ExpiresAt.After(l.ExpiresAt) {
+		t.Fatalf("heartbeat: %+v, %v (the grant's expiry %v)", hb, err, l.ExpiresAt)
+	}
+	if err := early.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	if got := early.d.plain.Load().EarlyAnswers(); got != 2 {
-		t.Fatalf("early answers %d, want 2", got)
+	if got := early.d.plain.Load().EarlyAnswers(); got != 3 {
+		t.Fatalf("early answers %d, want 3 (two grants, one heartbeat)", got)
 	}
 }

@@ -62,7 +62,7 @@ func newMetrics(d *Daemon) *metrics {
 			return b2f(d.Status().ConfigMatchesLeader)
 		})
 	early := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "rpd_http_answers_sent_early_total", Help: "Grant answers sent by the grant journal's writer the moment the grant was durable, instead of by the request's goroutine once woken (plain HTTP, local backend)."},
+		Name: "rpd_http_answers_sent_early_total", Help: "Answers of acquires and heartbeats (pool leases) sent by the grant journal's writer the moment their record was durable, instead of by the request's goroutine once woken (plain HTTP, local backend)."},
 		func() float64 {
 			if s := d.plain.Load(); s != nil {
 				return float64(s.EarlyAnswers())

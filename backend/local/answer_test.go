@@ -70,24 +70,28 @@ func TestJournalSendsTheGrantsAnswerOnceItIsDurable(t *testing.T) {
 	}
 }
 
-// Only the create of a grant carries its answer: a heartbeat's put (and a
-// write with no answer armed) sends nothing, and the server answers.
-func TestJournalSendsNoAnswerForOtherWrites(t *testing.T) {
+// A lease's put (a heartbeat's new expiry) carries its answer as a create
+// does; a grant's put and a delete carry none, and the server answers.
+func TestJournalSendsAnswersOfLeasesOnly(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	_, ps, gs, _ := lazyLeader(t, path, nil)
 	c := &answerConn{path: path}
 	ctx, o := armed(c)
-	if err := ps.PutLease(ctx, rec("hb")); err != nil {
-		t.Fatal(err)
-	}
 	if err := gs.PutGrant(ctx, "permit/1", []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
-	if err := ps.DeleteLease(ctx, "hb"); err != nil {
+	if err := ps.DeleteLease(ctx, "none"); err != nil {
 		t.Fatal(err)
 	}
 	if sent, _, _ := o.Settle(); sent || c.writes != 0 {
 		t.Fatalf("sent=%v after %d writes; want the answer left to the server", sent, c.writes)
+	}
+	ctx, o = armed(c)
+	if err := ps.PutLease(ctx, rec("hb")); err != nil {
+		t.Fatal(err)
+	}
+	if sent, _, _ := o.Settle(); !sent || c.writes != 1 || !slices.Contains(c.seen, "hb") {
+		t.Fatalf("a heartbeat's put: sent=%v after %d writes, a reader saw %v", sent, c.writes, c.seen)
 	}
 }
 

@@ -22,7 +22,10 @@ func (s *PoolStore) Fence(epoch int64) *PoolStore { return &PoolStore{b: s.b, ep
 
 // PutLease creates or replaces a record. Concurrent writes share one
 // journal append and fdatasync, or (unfenced) one SQLite commit (see
-// commit.go); PutLease returns once its own is durable.
+// commit.go); PutLease returns once its own is durable. A fenced put (or
+// CreateLease) carries the answer its request armed (internal/answer, a
+// heartbeat's or an acquire's): the writer sends it once the record is
+// durable and counted.
 func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 	if rec.LeaseID == "" {
 		return fmt.Errorf("put pool lease: empty LeaseID (pool %s, task %s)", rec.Pool, rec.TaskID)
@@ -31,7 +34,7 @@ func (s *PoolStore) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
 		return s.b.writeRecord(ctx, "put pool lease", rec.LeaseID, &s.b.st.putLease,
 			s.b.stack, rec.LeaseID, rec.Pool, rec.TaskID, rec.Priority, rec.Slots, nanos(rec.GrantedAt), nanos(rec.ExpiresAt), int64(rec.TTL), rec.Owner)
 	}
-	return s.b.writeJournaled(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec})
+	return s.b.writeJournaledAnswer(ctx, "put pool lease", s.epoch, jrec{kind: kindPutLease, id: rec.LeaseID, lease: rec}, answer.Take(ctx))
 }
 
 // CreateLease is PutLease for a lease granted just now (pools.CreateLease):

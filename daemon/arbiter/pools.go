@@ -470,6 +470,10 @@ func (a *Arbiter) Heartbeat(ctx context.Context, id string) (api.Lease, error) {
 	if err != nil {
 		return api.Lease{}, err
 	}
+	if answer.Offered(ctx) {
+		// The lease store arms this answer (answeringLeases).
+		ctx = context.WithValue(ctx, leaseAnswerKey{}, struct{}{})
+	}
 	if err := l.Heartbeat(ctx); err != nil {
 		if errors.Is(err, pools.ErrStore) {
 			err = heartbeatNotRecorded(id, err)
@@ -533,19 +537,29 @@ func (a *Arbiter) Pool(_ context.Context, name string) (api.PoolDetail, error) {
 	return a.comp.pools.get(name)
 }
 
-// leaseAnswerKey marks the context of an acquire whose answer is its new
-// lease (AcquireLease), offered to be sent early (package answer).
+// leaseAnswerKey marks the context of an acquire or a heartbeat whose
+// answer is the lease as it records it (AcquireLease, Heartbeat), offered
+// to be sent early (package answer).
 type leaseAnswerKey struct{}
 
-// answeringLeases is the pools' store. Recording a lease granted to an
-// acquire marked with leaseAnswerKey, it arms the acquire's answer, which
-// the grant journal's writer sends the moment the record is durable,
-// before it wakes the request's goroutine.
+// answeringLeases is the pools' store. Recording a lease for a request
+// marked with leaseAnswerKey (its grant, or its heartbeat's new expiry),
+// it arms the request's answer, which the grant journal's writer sends the
+// moment the record is durable, before it wakes the request's goroutine.
 type answeringLeases struct{ *records.AsyncDeleteStore }
 
 func (s answeringLeases) CreateLease(ctx context.Context, rec pools.LeaseRecord) error {
+	s.arm(ctx, rec)
+	return s.AsyncDeleteStore.CreateLease(ctx, rec)
+}
+
+func (s answeringLeases) PutLease(ctx context.Context, rec pools.LeaseRecord) error {
+	s.arm(ctx, rec)
+	return s.AsyncDeleteStore.PutLease(ctx, rec)
+}
+
+func (answeringLeases) arm(ctx context.Context, rec pools.LeaseRecord) {
 	if ctx.Value(leaseAnswerKey{}) != nil {
 		httpapi.ArmJSON(ctx, http.StatusOK, leaseAnswer(rec))
 	}
-	return s.AsyncDeleteStore.CreateLease(ctx, rec)
 }
