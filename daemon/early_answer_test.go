@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/rpdhq/rpd/api"
+	"github.com/rpdhq/rpd/client"
+	"github.com/rpdhq/rpd/internal/waitfor"
 )
 
 // rawAcquire sends an acquire on a new plain connection and returns the
@@ -113,7 +115,51 @@ func TestGrantAnswersSentEarlyAreTheLateOnes(t *testing.T) {
 	if err := early.c.Release(ctx, l.LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	if got := early.d.plain.Load().EarlyAnswers(); got != 3 {
-		t.Fatalf("early answers %d, want 3 (two grants, one heartbeat)", got)
+	// Counted once each handler returned, which may follow its answer.
+	waitfor.Within(t, 5*time.Second, "3 answers sent early (two grants, one heartbeat)", func() bool {
+		return early.d.plain.Load().EarlyAnswers() == 3
+	})
+}
+
+// A lease answered early is already held: another connection heartbeats
+// and releases it at once, while the acquire's handler may still be
+// finishing.
+func TestLeaseAnsweredEarlyIsHeldOnEveryConnection(t *testing.T) {
+	td := startDaemon(t, "pool \"db\" {\n  slots = 4\n}\n")
+	ctx := context.Background()
+	done := make(chan error, 4)
+	for w := range 4 {
+		go func() {
+			other, err := client.New(td.addr, client.WithRetry(0))
+			if err != nil {
+				done <- err
+				return
+			}
+			for i := range 100 {
+				l, err := td.c.Acquire(ctx, "db", api.AcquireRequest{TaskID: fmt.Sprintf("w%d-%d", w, i), TTLSeconds: 60, WaitSeconds: 5})
+				if err != nil {
+					done <- err
+					return
+				}
+				if _, err := other.Heartbeat(ctx, l.LeaseID); err != nil {
+					done <- fmt.Errorf("heartbeat of %s on another connection: %w", l.LeaseID, err)
+					return
+				}
+				if err := other.Release(ctx, l.LeaseID); err != nil {
+					done <- fmt.Errorf("release of %s on another connection: %w", l.LeaseID, err)
+					return
+				}
+			}
+			done <- nil
+		}()
 	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Counted once each handler returned, which may follow its answer.
+	waitfor.Within(t, 5*time.Second, "the 400 grants' and 400 heartbeats' answers counted as sent early", func() bool {
+		return td.d.plain.Load().EarlyAnswers() >= 800
+	})
 }
