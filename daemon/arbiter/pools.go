@@ -386,10 +386,7 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 		return api.Lease{}, nil, err
 	}
 	pr.Owner = security.PrincipalOf(ctx).Owner()
-	if answer.Offered(ctx) {
-		// The lease store arms this answer (answeringLeases).
-		ctx = context.WithValue(ctx, leaseAnswerKey{}, struct{}{})
-	}
+	ctx = answerWithLease(ctx)
 	var latch string
 	if req.RequestID != "" {
 		if err := httpapi.CheckRequestID(req.RequestID); err != nil {
@@ -431,7 +428,8 @@ func (a *Arbiter) AcquireLease(ctx context.Context, pool string, req api.Acquire
 
 func poolLease(l *pools.Lease) api.Lease { return leaseAnswer(l.Record()) }
 
-// leaseAnswer is the answer of the acquire that granted rec.
+// leaseAnswer is the answer of the acquire that granted rec, or of the
+// heartbeat that recorded it.
 func leaseAnswer(rec pools.LeaseRecord) api.Lease {
 	return api.Lease{
 		LeaseID:    holders.ExternalLeaseID(rec.LeaseID),
@@ -470,10 +468,7 @@ func (a *Arbiter) Heartbeat(ctx context.Context, id string) (api.Lease, error) {
 	if err != nil {
 		return api.Lease{}, err
 	}
-	if answer.Offered(ctx) {
-		// The lease store arms this answer (answeringLeases).
-		ctx = context.WithValue(ctx, leaseAnswerKey{}, struct{}{})
-	}
+	ctx = answerWithLease(ctx)
 	if err := l.Heartbeat(ctx); err != nil {
 		if errors.Is(err, pools.ErrStore) {
 			err = heartbeatNotRecorded(id, err)
@@ -541,6 +536,15 @@ func (a *Arbiter) Pool(_ context.Context, name string) (api.PoolDetail, error) {
 // answer is the lease as it records it (AcquireLease, Heartbeat), offered
 // to be sent early (package answer).
 type leaseAnswerKey struct{}
+
+// answerWithLease marks ctx, when its request may be answered early, for
+// the lease store to arm its answer with the lease it records.
+func answerWithLease(ctx context.Context) context.Context {
+	if !answer.Offered(ctx) {
+		return ctx
+	}
+	return context.WithValue(ctx, leaseAnswerKey{}, struct{}{})
+}
 
 // answeringLeases is the pools' store. Recording a lease for a request
 // marked with leaseAnswerKey (its grant, or its heartbeat's new expiry),
