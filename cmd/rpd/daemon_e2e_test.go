@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,15 +53,33 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freeAddr returns a free loopback address for a daemon, its port below
+// the kernel's ephemeral range: a daemon that restarts as a standby binds
+// its port again, and an outgoing connection (to the emulators, between
+// replicas) given that port as its source meanwhile would make the bind
+// fail. Ports from ":0" are ephemeral ones.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 2048 {
+				low = n
+			}
+		}
 	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	for range 200 {
+		port := 1024 + rand.IntN(low-1024)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	t.Fatalf("no free port below %d on 127.0.0.1 in 200 tries", low)
+	return ""
 }
 
 // startRPD runs rpd MODE -listen ADDR ARGS... in cwd and waits for
